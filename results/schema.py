@@ -1,0 +1,76 @@
+"""The trial row: one pyarrow schema, versioned. Bump SCHEMA_VERSION when a column changes
+meaning; `results.store.upgrade` turns older tables into this one."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+# What a trial ended as. Everything but "ok" carries an infinite time.
+STATUS_OK = "ok"
+STATUSES = (
+    "ok",
+    "invalid",  # the family's constraints reject the shape (never compiled)
+    "compile_error",
+    "launch_error",  # e.g. too many resources requested for launch
+    "wrong_result",
+    "timeout",  # the kernel hung; the worker was killed and restarted
+    "crash",  # illegal address or the worker died; the worker was restarted
+)
+
+SHAPE_COLUMNS = ("B", "T", "NH", "NH_KV", "HD")
+# The columns that identify one measured answer: what changes the kernel's time.
+GROUP_COLUMNS = ("gpu", *SHAPE_COLUMNS, "dtype")
+
+TRIAL_SCHEMA = pa.schema(
+    [
+        pa.field("schema_version", pa.int16(), nullable=False),
+        # who measured: the GPU label the user gave and what the device reported
+        pa.field("gpu", pa.string(), nullable=False),
+        pa.field("gpu_name", pa.string()),
+        pa.field("compute_capability", pa.string()),
+        pa.field("sm_count", pa.int32()),
+        pa.field("driver_version", pa.string()),
+        pa.field("cuda_version", pa.string()),
+        pa.field("cupy_version", pa.string()),
+        pa.field("host", pa.string()),
+        # the problem
+        pa.field("B", pa.int64(), nullable=False),
+        pa.field("T", pa.int64(), nullable=False),
+        pa.field("NH", pa.int64(), nullable=False),
+        pa.field("NH_KV", pa.int64(), nullable=False),
+        pa.field("HD", pa.int64(), nullable=False),
+        pa.field("dtype", pa.string(), nullable=False),
+        # the configuration
+        pa.field("family", pa.string(), nullable=False),
+        pa.field("params", pa.string(), nullable=False),  # JSON object, sorted keys
+        pa.field("config_key", pa.string(), nullable=False),
+        pa.field("name_expression", pa.string()),
+        pa.field("source_hash", pa.string()),
+        pa.field("grid", pa.int64()),
+        pa.field("block", pa.int32()),
+        # the outcome
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("message", pa.string()),
+        pa.field("time_ms", pa.float64(), nullable=False),  # median; inf unless ok
+        pa.field("p20_ms", pa.float64()),
+        pa.field("p80_ms", pa.float64()),
+        pa.field("reps", pa.int32()),
+        pa.field("bytes_moved", pa.int64()),
+        pa.field("gbps", pa.float64()),
+        pa.field("copy_ms", pa.float64()),  # device copy of the same bytes, same process
+        pa.field("ratio_to_copy", pa.float64()),  # time_ms / copy_ms
+        # the search that asked for it
+        pa.field("study", pa.string()),
+        pa.field("sampler", pa.string()),
+        pa.field("seed", pa.int64()),
+        pa.field("trial", pa.int32()),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("tuner_version", pa.string()),
+    ],
+    metadata={"repkv_tune_schema_version": str(SCHEMA_VERSION)},
+)
+
+COLUMNS = tuple(TRIAL_SCHEMA.names)

@@ -1,0 +1,141 @@
+"""Parquet files of trial rows: atomic writes, a tolerant loader, schema upgrades.
+
+Each run (and each worker of a fleet) writes its own file, `<run_id>.parquet`, so writers
+never collide. A write goes to a hidden temporary name first and is then renamed over the
+target (`os.replace` is atomic on POSIX), so a reader sees the old file or the new one,
+never half of one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from results.schema import COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
+
+log = logging.getLogger(__name__)
+
+TEMP_PREFIX = ".tmp-"
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class CorruptResults(ValueError):
+    """A results file that cannot be read as trial rows."""
+
+
+@dataclass
+class LoadReport:
+    """What a load read, and every file it had to skip (with why)."""
+
+    files: list[Path] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Path, run_id: str) -> Path:
+    """Write rows as `<directory>/<run_id>.parquet`, atomically, replacing any older copy."""
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        raise ValueError(f"run id {run_id!r} must be letters, digits, '.', '_' or '-'")
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    table = to_table(frame)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / f"{run_id}.parquet"
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".parquet", dir=directory)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def to_table(frame: pd.DataFrame) -> pa.Table:
+    """Rows -> a table of exactly TRIAL_SCHEMA (missing optional columns become null)."""
+    frame = frame.copy()
+    for name in COLUMNS:
+        if name not in frame.columns:
+            frame[name] = None
+    frame["schema_version"] = SCHEMA_VERSION
+    if "timestamp" in frame:
+        frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
+    return pa.Table.from_pandas(frame[list(COLUMNS)], schema=TRIAL_SCHEMA, preserve_index=False)
+
+
+def upgrade(table: pa.Table) -> pa.Table:
+    """Bring a table written under any schema version to the current one.
+
+    Version 1 is the first; a later version adds its conversion here. Columns this version
+    does not know are dropped, and columns it adds are null-filled.
+    """
+    version = int((table.schema.metadata or {}).get(b"repkv_tune_schema_version", b"1"))
+    if version > SCHEMA_VERSION:
+        raise CorruptResults(
+            f"written by schema version {version}; this reader knows up to {SCHEMA_VERSION}"
+        )
+    columns = []
+    for f in TRIAL_SCHEMA:
+        if f.name in table.column_names:
+            columns.append(table.column(f.name).cast(f.type))
+        elif f.nullable:
+            columns.append(pa.nulls(table.num_rows, f.type))
+        else:
+            raise CorruptResults(f"required column {f.name!r} is missing")
+    return pa.Table.from_arrays(columns, schema=TRIAL_SCHEMA)
+
+
+def read_file(path: Path) -> pd.DataFrame:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptResults(f"{path.name}: unreadable parquet ({exc})") from exc
+    return upgrade(table).to_pandas()
+
+
+def result_files(directory: Path) -> list[Path]:
+    """The parquet files under directory, temporary ones left out."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(
+        p for p in directory.rglob("*.parquet") if p.is_file() and not p.name.startswith(TEMP_PREFIX)
+    )
+
+
+def load_results(directory: Path) -> tuple[pd.DataFrame, LoadReport]:
+    """Every trial row under directory. Unreadable files are skipped with a warning and
+    listed in the report; no row of a readable file is ever dropped."""
+    report = LoadReport()
+    frames = []
+    for path in result_files(directory):
+        try:
+            frame = read_file(path)
+        except CorruptResults as exc:
+            log.warning("skipping results file %s: %s", path, exc)
+            report.skipped[str(path)] = str(exc)
+            continue
+        report.files.append(path)
+        frames.append(frame)
+    if not frames:
+        return empty_frame(), report
+    return pd.concat(frames, ignore_index=True), report
+
+
+def empty_frame() -> pd.DataFrame:
+    return TRIAL_SCHEMA.empty_table().to_pandas()
+
+
+def is_finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

@@ -1,0 +1,172 @@
+"""What every kernel family declares: its parameter space, constraints, launch geometry
+and name expression. A family is a `.cu` template plus one `Family` instance beside it."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from variants.dtypes import DType
+from variants.shape import INT32_MAX, Shape
+
+HERE = Path(__file__).resolve().parent
+COMMON_HEADER = HERE / "common.cuh"
+COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
+# The kernel signature every family shares, so one launch recipe fits them all.
+KERNEL_ARGUMENTS = "(T* dinp, const T* dout, int B, int T, int NH, int NH_KV, int HD)"
+
+BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
+LOAD_HINTS = ("plain", "ldg", "ldcs")  # template code 0, 1, 2
+STORE_HINTS = ("plain", "stcs")  # template code 0, 1
+
+
+class InvalidConfig(ValueError):
+    """A configuration outside its family's space, or one its constraints reject."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    choices: tuple[Any, ...]
+    doc: str
+
+
+@dataclass(frozen=True, order=True)
+class Config:
+    """One point of a family's space. `params` is sorted, so equal configs compare equal."""
+
+    family: str
+    params: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, family: str, **params: Any) -> Config:
+        return cls(family, tuple(sorted(params.items())))
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def key(self) -> str:
+        inner = ",".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.family}[{inner}]"
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: int
+    block: int
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def index_type(largest_index: int) -> str:
+    """32-bit indexing where every index fits, 64-bit beyond (more integer work per element)."""
+    return "int" if largest_index <= INT32_MAX else "long long"
+
+
+class Family:
+    """Base class. Subclasses set the class attributes and implement the three hooks."""
+
+    name: str
+    doc: str
+    params: tuple[Param, ...]
+
+    @property
+    def kernel(self) -> str:
+        return f"repkv_{self.name}"
+
+    @property
+    def template_path(self) -> Path:
+        return HERE / f"{self.name}.cu"
+
+    @cached_property
+    def source(self) -> str:
+        """The whole compilation unit: the shared header, then this family's template."""
+        return COMMON_HEADER.read_text() + "\n" + self.template_path.read_text()
+
+    @cached_property
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    @property
+    def compile_options(self) -> tuple[str, ...]:
+        return COMPILE_OPTIONS
+
+    # --- hooks ------------------------------------------------------------------------
+    def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
+        """Why this family cannot serve (shape, dtype) with params p, or None if it can."""
+        return None
+
+    def template_args(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> list[str]:
+        raise NotImplementedError
+
+    def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
+        raise NotImplementedError
+
+    # --- derived ----------------------------------------------------------------------
+    def space(self) -> Iterator[Config]:
+        """Every point of the declared space, valid or not for any given shape."""
+        names = [param.name for param in self.params]
+        for combo in itertools.product(*(param.choices for param in self.params)):
+            yield Config(self.name, tuple(sorted(zip(names, combo))))
+
+    def check_params(self, config: Config) -> dict[str, Any]:
+        if config.family != self.name:
+            raise InvalidConfig(f"config {config.key} does not belong to family {self.name}")
+        values = config.values
+        declared = {param.name: param for param in self.params}
+        unknown = sorted(set(values) - set(declared))
+        if unknown:
+            raise InvalidConfig(
+                f"{self.name} has no parameter {', '.join(unknown)}; it takes {', '.join(declared)}"
+            )
+        for name, param in declared.items():
+            if name not in values:
+                raise InvalidConfig(f"{config.key} lacks parameter {name}")
+            if values[name] not in param.choices:
+                raise InvalidConfig(
+                    f"{self.name}.{name}={values[name]!r} is outside its choices {list(param.choices)}"
+                )
+        return values
+
+    def rejection(self, shape: Shape, dtype: DType, config: Config) -> str | None:
+        return self.reject(shape, dtype, self.check_params(config))
+
+    def valid_configs(self, shape: Shape, dtype: DType) -> list[Config]:
+        return [c for c in self.space() if self.reject(shape, dtype, c.values) is None]
+
+    def require(self, shape: Shape, dtype: DType, config: Config) -> dict[str, Any]:
+        values = self.check_params(config)
+        reason = self.reject(shape, dtype, values)
+        if reason:
+            raise InvalidConfig(f"{config.key} cannot serve {shape} {dtype.name}: {reason}")
+        return values
+
+    def name_expression(self, shape: Shape, dtype: DType, config: Config) -> str:
+        values = self.require(shape, dtype, config)
+        return f"{self.kernel}<{', '.join(self.template_args(shape, dtype, values))}>"
+
+    def geometry(self, shape: Shape, dtype: DType, config: Config, sm_count: int) -> Launch:
+        return self.launch(shape, dtype, self.require(shape, dtype, config), sm_count)
+
+
+def hint_codes(p: Mapping[str, Any]) -> list[str]:
+    return [str(LOAD_HINTS.index(p["load"])), str(STORE_HINTS.index(p["store"]))]
+
+
+def vector_reject(shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
+    """The rules every vectorized family shares."""
+    if vec_bytes < dtype.itemsize:
+        return f"a {vec_bytes}-byte vector is narrower than one {dtype.name} element"
+    width = vec_bytes // dtype.itemsize
+    if shape.HD % width:
+        return f"HD={shape.HD} is not divisible by the vector width {width} ({vec_bytes} bytes of {dtype.name})"
+    return None

@@ -1,0 +1,85 @@
+// split: the query copy and the K/V reduction in separate blocks, with HDV (words per head)
+// and NREP compile-time constants, so that every index division but two is by a constant
+// and every load of a thread is issued before its first store.
+//
+// Blocks [0, q_blocks) copy the query words: q runs over (token, h < NH, d < HDV), the same
+// offset off = q % (NH*HDV) in the token's dout row (3*NH*HDV words) and dinp row
+// (heads_in*HDV words). Each thread takes ITEMS words blockDim.x apart (coalesced per warp).
+//
+// The other blocks reduce: k runs over (token, j < 2*NH_KV, d < HDV); dinp word
+// (token, NH + j, d) sums dout words (token, NH + j*NREP + r, d), r < NREP (see common.cuh).
+// A thread takes KV_ITEMS = max(1, ITEMS / NREP) outputs, so it too keeps about ITEMS loads in
+// flight; the replicas are loaded in groups of at most 16 words to bound register use.
+template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int LOAD, int STORE, typename I>
+__global__ void repkv_split(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
+    using V = Vec<T, VEC_BYTES>;
+    using W = typename V::W;
+    constexpr int KV_ITEMS = ITEMS >= NREP ? ITEMS / NREP : 1;
+    constexpr int GROUP = NREP < 16 ? NREP : 16;
+    const W* src = reinterpret_cast<const W*>(dout);
+    W* dst = reinterpret_cast<W*>(dinp);
+    const I tokens = I(B) * T_;
+    const I heads_in = NH + 2 * NH_KV;
+    const I q_row = I(NH) * HDV;  // query words per token
+    const I q_words = tokens * q_row;
+    const I q_per_block = I(blockDim.x) * ITEMS;
+    const I q_blocks = (q_words + q_per_block - 1) / q_per_block;
+
+    if (I(blockIdx.x) < q_blocks) {
+        const I base = I(blockIdx.x) * q_per_block + threadIdx.x;
+        W w[ITEMS];
+        I to[ITEMS];
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            const I q = base + I(i) * blockDim.x;
+            if (q < q_words) {
+                const I token = q / q_row;
+                const I off = q - token * q_row;
+                w[i] = load_word<LOAD>(src + token * 3 * q_row + off);
+                to[i] = token * heads_in * HDV + off;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            if (base + I(i) * blockDim.x < q_words) store_word<STORE>(dst + to[i], w[i]);
+        }
+        return;
+    }
+
+    const I kv_row = I(2) * NH_KV * HDV;  // K and V words per token of dinp
+    const I kv_words = tokens * kv_row;
+    const I base = (I(blockIdx.x) - q_blocks) * blockDim.x * KV_ITEMS + threadIdx.x;
+    float acc[KV_ITEMS][V::N] = {};
+    I to[KV_ITEMS];
+#pragma unroll
+    for (int r0 = 0; r0 < NREP; r0 += GROUP) {
+        W w[KV_ITEMS][GROUP];
+#pragma unroll
+        for (int i = 0; i < KV_ITEMS; i++) {
+            const I k = base + I(i) * blockDim.x;
+            if (k < kv_words) {
+                const I token = k / kv_row;
+                const I rem = k - token * kv_row;  // (j, d) within the token
+                const I j = rem / HDV;
+                const I d = rem - j * HDV;
+                const W* s = src + (token * 3 * NH + NH + j * NREP + r0) * HDV + d;
+#pragma unroll
+                for (int r = 0; r < GROUP; r++) {
+                    if (r0 + r < NREP) w[i][r] = load_word<LOAD>(s + r * HDV);
+                }
+                to[i] = (token * heads_in + NH) * HDV + rem;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < KV_ITEMS; i++) {
+#pragma unroll
+            for (int r = 0; r < GROUP; r++) {
+                if (r0 + r < NREP && base + I(i) * blockDim.x < kv_words) V::accumulate(acc[i], w[i][r]);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < KV_ITEMS; i++) {
+        if (base + I(i) * blockDim.x < kv_words) store_word<STORE>(dst + to[i], V::pack(acc[i]));
+    }
+}
