@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need, then runs pytest.
+# Debian packages: PostgreSQL (fleet tests) and Chromium (dashboard tests). Python packages go
+# into ./.venv. Extra arguments go to pytest (e.g. ./test.sh -m gpu on a GPU host).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || need+=(postgresql)
+if ((${#need[@]})); then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[dev]"
+exec .venv/bin/python -m pytest "$@"
