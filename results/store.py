@@ -82,9 +82,7 @@ def upgrade(table: pa.Table) -> pa.Table:
     """
     version = int((table.schema.metadata or {}).get(b"repkv_tune_schema_version", b"1"))
     if version > SCHEMA_VERSION:
-        raise CorruptResults(
-            f"written by schema version {version}; this reader knows up to {SCHEMA_VERSION}"
-        )
+        raise CorruptResults(f"written by schema version {version}; this reader knows up to {SCHEMA_VERSION}")
     columns = []
     for f in TRIAL_SCHEMA:
         if f.name in table.column_names:

@@ -39,9 +39,7 @@ def get_family(name: str, registry: dict[str, Family] | None = None) -> Family:
         ) from None
 
 
-def valid_configs(
-    shape: Shape, dtype: DType, families: dict[str, Family] | None = None
-) -> list[Config]:
+def valid_configs(shape: Shape, dtype: DType, families: dict[str, Family] | None = None) -> list[Config]:
     """Every configuration of every family that can serve (shape, dtype)."""
     registry = FAMILIES if families is None else families
     return [c for family in registry.values() for c in family.valid_configs(shape, dtype)]

@@ -116,7 +116,7 @@ class Family:
         """Every point of the declared space, valid or not for any given shape."""
         names = [param.name for param in self.params]
         for combo in itertools.product(*(param.choices for param in self.params)):
-            yield Config(self.name, tuple(sorted(zip(names, combo))))
+            yield Config(self.name, tuple(sorted(zip(names, combo, strict=True))))
 
     def check_params(self, config: Config) -> dict[str, Any]:
         if config.family != self.name:
@@ -168,5 +168,7 @@ def vector_reject(shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
         return f"a {vec_bytes}-byte vector is narrower than one {dtype.name} element"
     width = vec_bytes // dtype.itemsize
     if shape.HD % width:
-        return f"HD={shape.HD} is not divisible by the vector width {width} ({vec_bytes} bytes of {dtype.name})"
+        return (
+            f"HD={shape.HD} is not divisible by the vector width {width} ({vec_bytes} bytes of {dtype.name})"
+        )
     return None
