@@ -1,0 +1,150 @@
+"""Pydantic models of the HTTP API (and only of it: the rest of the service uses dataclasses)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ShapeModel(BaseModel):
+    B: int
+    T: int
+    NH: int
+    NH_KV: int
+    HD: int
+
+
+class KernelRecipe(BaseModel):
+    """Everything needed to compile and launch the kernel for the requested shape:
+
+    module = cupy.RawModule(code=source, options=tuple(compile_options),
+                            name_expressions=[name_expression])
+    kernel = module.get_function(name_expression)
+    kernel((grid,), (block,), (dinp, dout, B, T, NH, NH_KV, HD))
+    """
+
+    family: str
+    params: dict[str, Any]
+    config_key: str
+    name_expression: str = Field(description="the template instantiation, also CuPy's name expression")
+    kernel_arguments: str = Field(description="the kernel's parameter list (T is the element type)")
+    compile_options: list[str]
+    source_hash: str = Field(description="hash of the family's current source")
+    source_url: str = Field(description="GET this path for the CUDA source")
+    source: str | None = Field(None, description="the CUDA source itself, with include_source=true")
+    grid: int = Field(description="blocks (1-D grid) for the requested shape")
+    block: int = Field(description="threads per block")
+
+
+class Measurement(BaseModel):
+    """What was measured for this configuration at the tuned shape it comes from."""
+
+    time_ms: float = Field(description="median kernel time")
+    p20_ms: float | None = None
+    p80_ms: float | None = None
+    gbps: float | None = None
+    ratio_to_copy: float | None = Field(None, description="time over a device copy of the same bytes")
+    baseline_ms: float | None = Field(None, description="llm.c's kernel1 at block 128, same GPU and shape")
+    speedup_vs_baseline: float | None = None
+    gpu_name: str | None = None
+    sm_count: int | None = None
+    measured_at: datetime | None = None
+    source_hash: str | None = Field(None, description="hash of the source the time was measured with")
+    source_current: bool = Field(description="whether that source is the family's current source")
+    run_id: str
+
+
+class BestAnswer(BaseModel):
+    gpu: str
+    shape: ShapeModel = Field(description="the requested shape")
+    dtype: str
+    match: Literal["exact", "nearest"]
+    tuned_shape: ShapeModel = Field(description="the tuned shape the configuration was measured at")
+    tuned_dtype: str
+    distance: float = Field(description="0 for an exact match; see the service's README section")
+    rank: int = Field(description="0 when the tuned shape's winner is served, n for its n-th runner-up")
+    kernel: KernelRecipe
+    measured: Measurement
+
+
+class BestByGpu(BaseModel):
+    shape: ShapeModel
+    dtype: str
+    gpus: dict[str, BestAnswer] = Field(description="one answer per GPU label that can serve the shape")
+
+
+class ErrorBody(BaseModel):
+    detail: str
+    available: list[str] = Field(default_factory=list, description="what can be asked for instead")
+
+
+class GpuModel(BaseModel):
+    label: str
+    gpu_names: list[str]
+    compute_capability: str | None
+    sm_count: int | None
+    trials: int
+    ok_trials: int
+    tuned: int = Field(description="(shape, dtype) pairs with at least one correct configuration")
+    dtypes: list[str]
+    last_measured: datetime | None
+
+
+class TunedShapeModel(BaseModel):
+    gpu: str
+    shape: ShapeModel
+    dtype: str
+    trials: int
+    configurations: int = Field(description="distinct correct configurations measured")
+    best_config: str
+    best_time_ms: float
+    ratio_to_copy: float | None
+    speedup_vs_baseline: float | None
+
+
+class TrialRow(BaseModel):
+    """One trial row (see results/schema.py); non-finite times are null in JSON."""
+
+    model_config = {"extra": "allow"}
+
+    gpu: str
+    B: int
+    T: int
+    NH: int
+    NH_KV: int
+    HD: int
+    dtype: str
+    family: str
+    params: str
+    config_key: str
+    status: str
+    time_ms: float | None
+    run_id: str
+
+
+class ResultsPage(BaseModel):
+    total: int = Field(description="rows matching the filters")
+    returned: int
+    rows: list[TrialRow]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    ready: bool
+    generation: int = Field(0, description="increments on every reload")
+    loaded_at: datetime | None = None
+    load_seconds: float | None = None
+    files: list[str] = Field(
+        default_factory=list, description="files loaded, relative to the results directory"
+    )
+    skipped: dict[str, str] = Field(default_factory=dict, description="unreadable files and why")
+    rows: int = 0
+    tuned: int = 0
+    unusable_rows: int = Field(0, description="ok rows of families or parameters the code no longer knows")
+    reload_interval_s: float
+    last_error: str | None = None

@@ -1,0 +1,115 @@
+"""GET /best: the configuration to compile and launch for a shape, per GPU."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+import variants
+from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
+from service.api.errors import ERROR_RESPONSES, NotFound
+from service.api.models import BestAnswer, BestByGpu, KernelRecipe, Measurement, ShapeModel
+from service.selection import Choice, best_for
+from service.store_index import StoreIndex
+from variants import DType, Shape
+
+router = APIRouter(tags=["best"])
+
+
+def shape_model(shape: Shape) -> ShapeModel:
+    return ShapeModel(B=shape.B, T=shape.T, NH=shape.NH, NH_KV=shape.NH_KV, HD=shape.HD)
+
+
+def answer(gpu: str, shape: Shape, dtype: DType, choice: Choice, include_source: bool) -> BestAnswer:
+    recipe, candidate, group = choice.recipe, choice.candidate, choice.group
+    baseline = group.baseline_ms
+    return BestAnswer(
+        gpu=gpu,
+        shape=shape_model(shape),
+        dtype=dtype.name,
+        match=choice.match,
+        tuned_shape=shape_model(group.shape),
+        tuned_dtype=group.dtype.name,
+        distance=choice.distance,
+        rank=choice.rank,
+        kernel=KernelRecipe(
+            family=recipe.family,
+            params=recipe.params,
+            config_key=recipe.config_key,
+            name_expression=recipe.name_expression,
+            kernel_arguments=recipe.kernel_arguments,
+            compile_options=list(recipe.compile_options),
+            source_hash=recipe.source_hash,
+            source_url=f"/kernels/{recipe.source_hash}",
+            source=variants.get_family(recipe.family).source if include_source else None,
+            grid=recipe.grid,
+            block=recipe.block,
+        ),
+        measured=Measurement(
+            time_ms=candidate.time_ms,
+            p20_ms=candidate.p20_ms,
+            p80_ms=candidate.p80_ms,
+            gbps=candidate.gbps,
+            ratio_to_copy=candidate.ratio_to_copy,
+            baseline_ms=baseline,
+            speedup_vs_baseline=baseline / candidate.time_ms if baseline else None,
+            gpu_name=candidate.gpu_name,
+            sm_count=candidate.sm_count,
+            measured_at=candidate.timestamp,
+            source_hash=candidate.source_hash,
+            source_current=recipe.source_current,
+            run_id=candidate.run_id,
+        ),
+    )
+
+
+def tuned_names(index: StoreIndex, gpu: str | None = None) -> list[str]:
+    return [
+        f"gpu={key[0]} B={s[0]} T={s[1]} NH={s[2]} NH_KV={s[3]} HD={s[4]} dtype={key[2]}"
+        for key in index.groups
+        for s in [key[1]]
+        if gpu is None or key[0] == gpu
+    ]
+
+
+@router.get(
+    "/best",
+    response_model=BestAnswer | BestByGpu,
+    responses=ERROR_RESPONSES,
+    summary="Best configuration for a shape",
+)
+async def best(
+    index: IndexDep,
+    shape: ShapeDep,
+    dtype: DTypeDep,
+    gpu: GpuQuery = None,
+    include_source: Annotated[bool, Query(description="embed the CUDA source in the answer")] = False,
+) -> BestAnswer | BestByGpu:
+    """The fastest correct configuration for (B, T, NH, NH_KV, HD, dtype).
+
+    NH, NH_KV, HD and dtype default to 32, 8, 128 and bf16. With `gpu`, that GPU's answer;
+    without, one answer per GPU that has results. `match` is "exact" when this shape and
+    dtype were tuned on that GPU; otherwise "nearest" names the tuned shape the configuration
+    comes from and its distance. Measured figures are those of the tuned shape.
+    """
+    if gpu is not None:
+        if gpu not in index.by_gpu:
+            raise NotFound(f"no results for GPU {gpu!r}", index.available_gpus())
+        choice = best_for(index, gpu, shape, dtype)
+        if choice is None:
+            raise NotFound(
+                f"no tuned configuration of GPU {gpu!r} can serve {shape} {dtype.name}",
+                tuned_names(index, gpu),
+            )
+        return answer(gpu, shape, dtype, choice, include_source)
+    answers = {}
+    for label in index.available_gpus():
+        choice = best_for(index, label, shape, dtype)
+        if choice is not None:
+            answers[label] = answer(label, shape, dtype, choice, include_source)
+    if not answers:
+        if not index.groups:
+            raise NotFound("no results are loaded: the results directory has no correct trials yet")
+        raise NotFound(f"no tuned configuration can serve {shape} {dtype.name}", tuned_names(index))
+    return BestByGpu(shape=shape_model(shape), dtype=dtype.name, gpus=answers)

@@ -1,0 +1,46 @@
+"""GET /kernels/{source_hash}: the CUDA source of a current kernel family."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from fastapi.responses import PlainTextResponse
+
+import variants
+from service.api.errors import NotFound
+from service.api.models import ErrorBody
+
+router = APIRouter(tags=["kernels"])
+
+SOURCES: dict[str, variants.Family] = {family.source_hash: family for family in variants.FAMILIES.values()}
+
+
+@router.get(
+    "/kernels/{source_hash}",
+    response_class=PlainTextResponse,
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "CUDA C++ source"},
+        404: {"model": ErrorBody, "description": "not the hash of a current family's source"},
+    },
+    summary="Kernel source by hash",
+)
+async def kernel_source(
+    source_hash: Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="16 lowercase hex digits")],
+) -> PlainTextResponse:
+    """The whole compilation unit of the family whose current source has this hash.
+    Only current sources are served: a hash from an older source gives 404."""
+    family = SOURCES.get(source_hash)
+    if family is None:
+        raise NotFound(
+            "no current kernel family has this source hash",
+            [f"{h} ({f.name})" for h, f in SOURCES.items()],
+        )
+    return PlainTextResponse(
+        family.source,
+        headers={
+            "ETag": f'"{source_hash}"',
+            "Cache-Control": "public, max-age=31536000, immutable",
+            "X-Kernel-Family": family.name,
+        },
+    )

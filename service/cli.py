@@ -1,0 +1,78 @@
+"""`python -m service`: serve the results store over HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from service.settings import Settings
+
+
+class UsageError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="python -m service",
+        description="Serve tuned repkv configurations and dashboards from a results directory. "
+        "Every option can also be set as REPKV_<OPTION> (e.g. REPKV_RESULTS_DIR, REPKV_PORT).",
+    )
+    p.add_argument(
+        "--results-dir", type=Path, help="directory of trial parquet files (default: results/data)"
+    )
+    p.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8000)")
+    p.add_argument("--reload-interval", type=float, help="seconds between checks for new files (default 5)")
+    p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        default=None,
+        help="do not log every request",
+    )
+    return p
+
+
+def settings_from(argv: Sequence[str] | None) -> Settings:
+    args = parser().parse_args(argv)
+    overrides = {k: v for k, v in vars(args).items() if v is not None}
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "setting"
+        raise UsageError(f"--{field.replace('_', '-')}: {first['msg']}") from None
+    if settings.results_dir.exists() and not settings.results_dir.is_dir():
+        raise UsageError(f"--results-dir: {settings.results_dir} is not a directory")
+    return settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        settings = settings_from(argv)
+    except UsageError as exc:
+        print(f"python -m service: {exc} (see --help)", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from service.api.app import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=settings.access_log,
+    )
+    return 0

@@ -1,0 +1,117 @@
+"""Choosing the configuration to serve for a requested shape.
+
+A tuned (GPU, shape, dtype) answers a request exactly when shape and dtype are equal.
+Otherwise the tuned shapes of the same GPU are ranked by (tier, distance):
+
+    tier 0: same dtype and same head layout (NH, NH_KV, HD)
+    tier 1: same dtype, another head layout
+    tier 2: another dtype
+
+    distance = |log2(B*T / B'*T')|                 tokens: how the grid scales
+             + |log2(bytes / bytes')|              bytes moved (dtype included)
+             + |log2(nrep / nrep')|                replicas summed per K/V head
+
+Within the nearest tuned shape its configurations are tried fastest first; one whose
+family constraints reject the requested shape (or whose grid would exceed CUDA's limit) is
+skipped, then the next tuned shape is tried. The answer carries the tuned shape it came
+from and its distance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from service.recipe import Recipe, build_recipe
+from service.store_index import Candidate, GroupKey, StoreIndex, TunedGroup, shape_tuple
+from variants import DType, Shape
+
+MEMO_SIZE = 65536
+
+
+@dataclass(frozen=True)
+class Choice:
+    group: TunedGroup  # the tuned shape the configuration was measured at
+    candidate: Candidate
+    rank: int  # 0: that shape's winner
+    recipe: Recipe  # for the requested shape
+    match: Literal["exact", "nearest"]
+    tier: int
+    distance: float
+
+
+def _log2_ratio(a: int, b: int) -> float:
+    return abs(math.log2(a) - math.log2(b))
+
+
+def distance(shape: Shape, dtype: DType, tuned: Shape, tuned_dtype: DType) -> float:
+    return (
+        _log2_ratio(shape.tokens, tuned.tokens)
+        + _log2_ratio(shape.bytes_moved(dtype), tuned.bytes_moved(tuned_dtype))
+        + _log2_ratio(shape.nrep, tuned.nrep)
+    )
+
+
+def tier(shape: Shape, dtype: DType, tuned: Shape, tuned_dtype: DType) -> int:
+    if dtype.name != tuned_dtype.name:
+        return 2
+    same_layout = (shape.NH, shape.NH_KV, shape.HD) == (tuned.NH, tuned.NH_KV, tuned.HD)
+    return 0 if same_layout else 1
+
+
+def rank_groups(
+    groups: Iterable[TunedGroup], shape: Shape, dtype: DType
+) -> list[tuple[int, float, TunedGroup]]:
+    """Tuned groups in the order they are tried: exact first, then by (tier, distance)."""
+    ranked = []
+    for group in groups:
+        exact = group.shape == shape and group.dtype.name == dtype.name
+        t = tier(shape, dtype, group.shape, group.dtype)
+        d = distance(shape, dtype, group.shape, group.dtype)
+        order = (0 if exact else 1, t, round(d, 9), shape_tuple(group.shape), group.dtype.name)
+        ranked.append((order, t, d, group))
+    ranked.sort(key=lambda item: item[0])
+    return [(t, d, group) for _, t, d, group in ranked]
+
+
+def choose(
+    groups: Iterable[TunedGroup],
+    shape: Shape,
+    dtype: DType,
+    exclude: Collection[GroupKey] = (),
+) -> Choice | None:
+    """The configuration to serve for (shape, dtype) from one GPU's tuned groups, or None.
+
+    `exclude` leaves tuned groups out (the leave-one-out evaluation uses it)."""
+    usable = [g for g in groups if g.key not in exclude]
+    for t, d, group in rank_groups(usable, shape, dtype):
+        exact = group.shape == shape and group.dtype.name == dtype.name
+        for rank, candidate in enumerate(group.candidates):
+            recipe = build_recipe(candidate, shape, dtype)
+            if isinstance(recipe, Recipe):
+                return Choice(
+                    group=group,
+                    candidate=candidate,
+                    rank=rank,
+                    recipe=recipe,
+                    match="exact" if exact else "nearest",
+                    tier=t,
+                    distance=d,
+                )
+    return None
+
+
+def best_for(index: StoreIndex, gpu: str, shape: Shape, dtype: DType) -> Choice | None:
+    """`choose` over one GPU's tuned groups, memoized per index (an index never changes)."""
+    key = (gpu, shape, dtype.name)
+    try:
+        return index.memo[key]
+    except KeyError:
+        pass
+    choice = choose(index.groups_of(gpu), shape, dtype)
+    if len(index.memo) >= MEMO_SIZE:
+        index.memo.clear()
+    index.memo[key] = choice
+    return choice

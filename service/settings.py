@@ -1,0 +1,29 @@
+"""Service settings: defaults, then REPKV_* environment variables, then command-line flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The bundled results of this checkout; it may not exist yet.
+DEFAULT_RESULTS_DIR = Path(__file__).resolve().parent.parent / "results" / "data"
+
+LogLevel = Literal["critical", "error", "warning", "info", "debug"]
+
+
+class Settings(BaseSettings):
+    """Every field can be set as REPKV_<NAME> (e.g. REPKV_RESULTS_DIR, REPKV_PORT)."""
+
+    model_config = SettingsConfigDict(env_prefix="REPKV_", extra="ignore", frozen=True)
+
+    results_dir: Path = Field(DEFAULT_RESULTS_DIR, description="directory of trial parquet files (read only)")
+    host: str = Field("127.0.0.1", min_length=1, max_length=255, description="address to bind")
+    port: int = Field(8000, ge=1, le=65535)
+    reload_interval: float = Field(
+        5.0, gt=0, le=3600, description="seconds between checks of the results directory for changes"
+    )
+    log_level: LogLevel = "info"
+    access_log: bool = True

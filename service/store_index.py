@@ -1,0 +1,296 @@
+"""An in-memory index of the results store, built once per load and never mutated.
+
+`build_index` turns trial rows into what the routes need: per (GPU, shape, dtype) the
+correct configurations, fastest first, one row per configuration; per GPU a summary.
+Answering a request then only walks small Python lists.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pandas as pd
+
+import variants
+from results.best import BASELINE_FAMILY, BASELINE_PARAMS, ok_rows
+from results.schema import GROUP_COLUMNS
+from results.store import LoadReport
+from variants import Config, DType, Family, Shape
+
+log = logging.getLogger(__name__)
+
+# (gpu, (B, T, NH, NH_KV, HD), dtype name)
+GroupKey = tuple[str, tuple[int, int, int, int, int], str]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One correct configuration measured at one tuned shape: its fastest ok trial."""
+
+    family: Family
+    config: Config
+    params: Mapping[str, Any]
+    time_ms: float
+    p20_ms: float | None
+    p80_ms: float | None
+    gbps: float | None
+    ratio_to_copy: float | None
+    gpu_name: str | None
+    sm_count: int | None
+    source_hash: str | None
+    timestamp: datetime | None
+    run_id: str
+
+    @property
+    def config_key(self) -> str:
+        return self.config.key
+
+
+@dataclass(frozen=True)
+class TunedGroup:
+    """Every correct configuration of one tuned (GPU, shape, dtype), fastest first."""
+
+    gpu: str
+    shape: Shape
+    dtype: DType
+    candidates: tuple[Candidate, ...]
+    baseline_ms: float | None
+    trials: int
+
+    @property
+    def key(self) -> GroupKey:
+        return (self.gpu, shape_tuple(self.shape), self.dtype.name)
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+    def time_of(self, config_key: str) -> float | None:
+        for candidate in self.candidates:
+            if candidate.config_key == config_key:
+                return candidate.time_ms
+        return None
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    label: str
+    gpu_names: tuple[str, ...]
+    compute_capability: str | None
+    sm_count: int | None
+    trials: int
+    ok_trials: int
+    tuned: int  # (shape, dtype) pairs with at least one correct configuration
+    dtypes: tuple[str, ...]
+    last_measured: datetime | None
+
+
+@dataclass(frozen=True)
+class StoreIndex:
+    frame: pd.DataFrame  # every trial row, as loaded
+    report: LoadReport
+    groups: dict[GroupKey, TunedGroup]
+    gpus: dict[str, GpuSummary]
+    loaded_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    unusable_rows: int = 0  # ok rows whose family or params the current code does not know
+    by_gpu: dict[str, tuple[TunedGroup, ...]] = field(default_factory=dict)
+    # answers already computed for this index (see service.selection.best_for)
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def groups_of(self, gpu: str) -> tuple[TunedGroup, ...]:
+        return self.by_gpu.get(gpu, ())
+
+    def available_gpus(self) -> list[str]:
+        return sorted(self.by_gpu)
+
+
+def shape_tuple(shape: Shape) -> tuple[int, int, int, int, int]:
+    return (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
+        return None
+    try:
+        return pd.Timestamp(value).to_pydatetime()
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_config(family_name: str, params_json: str) -> tuple[Family, Config, dict[str, Any]] | None:
+    """The current family and a checked Config for a row, or None if the code no longer knows it."""
+    try:
+        family = variants.get_family(family_name)
+        params = json.loads(params_json)
+        if not isinstance(params, dict):
+            return None
+        config = Config(family.name, tuple(sorted(params.items())))
+        family.check_params(config)
+    except (variants.UnknownFamily, variants.InvalidConfig, ValueError, TypeError):
+        return None
+    return family, config, params
+
+
+def build_index(frame: pd.DataFrame, report: LoadReport | None = None) -> StoreIndex:
+    """Index trial rows. Only status "ok" rows with a finite time become candidates."""
+    report = report or LoadReport()
+    group_cols = list(GROUP_COLUMNS)
+    ok = ok_rows(frame)
+    ok = ok[ok["time_ms"].map(lambda t: math.isfinite(float(t)))]
+    ok = ok.sort_values(["time_ms", "timestamp"], kind="stable")
+    fastest = ok.drop_duplicates([*group_cols, "config_key"], keep="first")
+
+    baselines: dict[tuple, float] = {}
+    base = ok[(ok["family"] == BASELINE_FAMILY) & (ok["params"] == BASELINE_PARAMS)]
+    for key, median in base.groupby(group_cols)["time_ms"].median().items():
+        baselines[tuple(key)] = float(median)
+    trials = {tuple(k): int(n) for k, n in frame.groupby(group_cols).size().items()} if len(frame) else {}
+
+    per_group: dict[tuple, list[Candidate]] = defaultdict(list)
+    unusable = 0
+    columns = [
+        *group_cols,
+        "family",
+        "params",
+        "time_ms",
+        "p20_ms",
+        "p80_ms",
+        "gbps",
+        "ratio_to_copy",
+        "gpu_name",
+        "sm_count",
+        "source_hash",
+        "timestamp",
+        "run_id",
+    ]
+    for row in fastest[columns].itertuples(index=False, name=None):
+        (
+            gpu,
+            b,
+            t,
+            nh,
+            nh_kv,
+            hd,
+            dtype_name,
+            family_name,
+            params_json,
+            time_ms,
+            p20,
+            p80,
+            gbps,
+            ratio,
+            gpu_name,
+            sm_count,
+            source_hash,
+            timestamp,
+            run_id,
+        ) = row
+        parsed = parse_config(family_name, params_json)
+        if parsed is None:
+            unusable += 1
+            continue
+        family, config, params = parsed
+        per_group[(gpu, b, t, nh, nh_kv, hd, dtype_name)].append(
+            Candidate(
+                family=family,
+                config=config,
+                params=params,
+                time_ms=float(time_ms),
+                p20_ms=_finite(p20),
+                p80_ms=_finite(p80),
+                gbps=_finite(gbps),
+                ratio_to_copy=_finite(ratio),
+                gpu_name=_str_or_none(gpu_name),
+                sm_count=_int_or_none(sm_count),
+                source_hash=_str_or_none(source_hash),
+                timestamp=_timestamp(timestamp),
+                run_id=str(run_id),
+            )
+        )
+
+    groups: dict[GroupKey, TunedGroup] = {}
+    for key, candidates in per_group.items():
+        gpu, b, t, nh, nh_kv, hd, dtype_name = key
+        try:
+            shape = Shape(int(b), int(t), int(nh), int(nh_kv), int(hd))
+            dtype = variants.get_dtype(dtype_name)
+        except (variants.InvalidShape, variants.UnknownDType) as exc:
+            log.warning("ignoring tuned group %s: %s", key, exc)
+            continue
+        group = TunedGroup(
+            gpu=str(gpu),
+            shape=shape,
+            dtype=dtype,
+            candidates=tuple(candidates),
+            baseline_ms=baselines.get(key),
+            trials=trials.get(key, len(candidates)),
+        )
+        groups[group.key] = group
+    if unusable:
+        log.warning("%d configurations name a family or parameters the current code does not know", unusable)
+    ordered = dict(sorted(groups.items()))
+    by_gpu: dict[str, list[TunedGroup]] = defaultdict(list)
+    for group in ordered.values():
+        by_gpu[group.gpu].append(group)
+    return StoreIndex(
+        frame=frame,
+        report=report,
+        groups=ordered,
+        by_gpu={gpu: tuple(found) for gpu, found in by_gpu.items()},
+        gpus=summarize_gpus(frame, groups),
+        unusable_rows=unusable,
+    )
+
+
+def summarize_gpus(frame: pd.DataFrame, groups: Mapping[GroupKey, TunedGroup]) -> dict[str, GpuSummary]:
+    summaries: dict[str, GpuSummary] = {}
+    if frame.empty:
+        return summaries
+    ok_mask = frame["status"] == "ok"
+    for label, rows in frame.groupby("gpu", sort=True):
+        names = tuple(sorted({n for n in rows["gpu_name"].dropna().unique() if isinstance(n, str)}))
+        capabilities = rows["compute_capability"].dropna()
+        sm_counts = rows["sm_count"].dropna()
+        tuned = [g for k, g in groups.items() if k[0] == label]
+        summaries[str(label)] = GpuSummary(
+            label=str(label),
+            gpu_names=names,
+            compute_capability=str(capabilities.iloc[-1]) if len(capabilities) else None,
+            sm_count=int(sm_counts.iloc[-1]) if len(sm_counts) else None,
+            trials=len(rows),
+            ok_trials=int(ok_mask[rows.index].sum()),
+            tuned=len(tuned),
+            dtypes=tuple(sorted({g.dtype.name for g in tuned})),
+            last_measured=_timestamp(rows["timestamp"].max()),
+        )
+    return summaries
