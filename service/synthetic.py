@@ -74,15 +74,20 @@ def synthetic_rows(
     gpu: str,
     shape: Shape,
     dtype: DType,
-    trials: int,
+    trials: int | None,
     rng: random.Random,
     run_id: str,
     failure_rate: float = 0.03,
 ) -> list[dict[str, Any]]:
-    """One synthetic study: the baseline first, then `trials` random configurations."""
+    """One synthetic study: the baseline first, then `trials` random configurations (every
+    configuration of every family once, in random order, when trials is None)."""
     name, _, sm_count = GPUS[gpu]
     space = [c for family in variants.FAMILIES.values() for c in family.space()]
-    configs = [variants.BASELINE, *(rng.choice(space) for _ in range(trials))]
+    if trials is None:
+        rng.shuffle(space)
+        configs = [variants.BASELINE, *space]
+    else:
+        configs = [variants.BASELINE, *(rng.choice(space) for _ in range(trials))]
     rows = []
     for number, config in enumerate(configs):
         family = variants.get_family(config.family)
@@ -144,7 +149,7 @@ def synthetic_frame(
     gpus: Iterable[str] = ("h100", "h200"),
     shapes: Sequence[Shape] | None = None,
     dtypes: Iterable[str] = ("bf16", "fp32"),
-    trials: int = 60,
+    trials: int | None = 60,
     seed: int = 0,
 ) -> pd.DataFrame:
     rng = random.Random(seed)
