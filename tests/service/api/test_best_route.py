@@ -81,8 +81,12 @@ def test_falls_back_to_the_next_shape_when_every_configuration_rejects(client: T
 
 
 def test_served_configurations_always_accept_the_requested_shape(client: TestClient) -> None:
-    for b, t, nh, nh_kv, hd, dtype in [(3, 77, 12, 4, 100, "fp16"), (1, 1, 1, 1, 1, "fp32"),
-                                       (2, 5000, 64, 64, 24, "bf16"), (16, 4096, 48, 6, 80, "bf16")]:
+    for b, t, nh, nh_kv, hd, dtype in [
+        (3, 77, 12, 4, 100, "fp16"),
+        (1, 1, 1, 1, 1, "fp32"),
+        (2, 5000, 64, 64, 24, "bf16"),
+        (16, 4096, 48, 6, 80, "bf16"),
+    ]:
         r = client.get("/best", params={"B": b, "T": t, "NH": nh, "NH_KV": nh_kv, "HD": hd, "dtype": dtype})
         assert r.status_code == 200, r.text
         shape, dt = variants.Shape(b, t, nh, nh_kv, hd), variants.get_dtype(dtype)

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from conftest import S1, VEC16, make_client, trial
+from fastapi.testclient import TestClient
+
+from results.store import write_table
+
+
+def test_healthz_and_readyz(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz").json()
+    assert ready["ready"] is True and ready["generation"] == 1
+    assert sorted(ready["files"]) == ["synthetic-h100.parquet", "synthetic-others.parquet"]
+    assert ready["skipped"] == {} and ready["rows"] == 11
+
+
+def test_readyz_is_503_before_the_first_load(store_dir: Path) -> None:
+    c = make_client(store_dir)  # no lifespan: the store never starts
+    r = c.get("/readyz")
+    assert r.status_code == 503 and r.json()["ready"] is False
+    r = c.get("/best", params={"B": 8, "T": 1024})
+    assert r.status_code == 503 and "loading" in r.json()["detail"]
+
+
+def test_corrupt_and_temporary_files_are_skipped_and_reported(store_dir: Path) -> None:
+    (store_dir / "half-written.parquet").write_bytes(b"PAR1\x00\x01garbage")
+    (store_dir / ".tmp-abc.parquet").write_bytes(b"PAR1")  # a writer's temporary file
+    with make_client(store_dir) as c:
+        assert c.app.state.store.wait_ready(30)
+        ready = c.get("/readyz").json()
+        assert list(ready["skipped"]) == ["half-written.parquet"]
+        assert "unreadable parquet" in ready["skipped"]["half-written.parquet"]
+        assert str(store_dir) not in ready["skipped"]["half-written.parquet"]
+        assert len(ready["files"]) == 2
+        assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).status_code == 200
+
+
+def wait_for(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_new_files_are_picked_up_without_a_restart(store_dir: Path) -> None:
+    with make_client(store_dir, interval=0.1) as c:
+        assert c.app.state.store.wait_ready(30)
+        assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "a100"}).status_code == 404
+        write_table([trial("a100", S1, "bf16", "vec", VEC16, 0.2)], store_dir, "synthetic-a100")
+        assert wait_for(lambda: c.get("/best", params={"B": 8, "T": 1024, "gpu": "a100"}).status_code == 200)
+        assert c.get("/readyz").json()["generation"] >= 2
+        # a corrupt file appearing later is reported, and answers keep working
+        (store_dir / "broken.parquet").write_bytes(b"not parquet")
+        assert wait_for(lambda: "broken.parquet" in c.get("/readyz").json()["skipped"])
+        assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "a100"}).status_code == 200
+
+
+def test_unchanged_directory_is_not_reloaded(store_dir: Path) -> None:
+    with make_client(store_dir) as c:
+        store = c.app.state.store
+        assert store.wait_ready(30)
+        assert store.refresh() is False
+        (store_dir / "synthetic-h100.parquet").touch()
+        assert store.refresh() is True and store.state.generation == 2

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import S1, S2, h100_rows, other_rows
+
+import variants
+from service.selection import choose, distance, rank_groups, tier
+from service.store_index import build_index
+
+BF16, FP32 = variants.get_dtype("bf16"), variants.get_dtype("fp32")
+
+
+def test_distance_is_zero_for_equal_shapes_and_symmetric() -> None:
+    other = variants.Shape(2, 512, 16, 4, 64)
+    assert distance(S1, BF16, S1, BF16) == 0
+    assert distance(S1, BF16, other, FP32) == pytest.approx(distance(other, FP32, S1, BF16))
+
+
+def test_distance_counts_tokens_bytes_and_replicas() -> None:
+    half = variants.Shape(4, 1024, 32, 8, 128)
+    assert distance(half, BF16, S1, BF16) == pytest.approx(2.0)
+    assert distance(S1, FP32, S1, BF16) == pytest.approx(1.0)  # twice the bytes
+    mha = variants.Shape(8, 1024, 32, 32, 128)  # nrep 1 instead of 4; bytes 48/64 of S1
+    assert distance(mha, BF16, S1, BF16) == pytest.approx(2.0 + abs(__import__("math").log2(64 / 48)))
+
+
+def test_tiers() -> None:
+    assert tier(S2, BF16, S1, BF16) == 0
+    assert tier(variants.Shape(8, 1024, 16, 8, 128), BF16, S1, BF16) == 1
+    assert tier(S1, FP32, S1, BF16) == 2
+
+
+def test_rank_puts_exact_first_then_tier_then_distance() -> None:
+    index = build_index(pd.DataFrame(h100_rows()))
+    ranked = rank_groups(index.groups_of("h100"), S1, BF16)
+    assert [(g.shape, g.dtype.name) for _, _, g in ranked] == [(S1, "bf16"), (S2, "bf16"), (S1, "fp32")]
+
+
+def test_choose_excludes_groups() -> None:
+    index = build_index(pd.DataFrame(h100_rows() + other_rows()))
+    groups = index.groups_of("h100")
+    exact = choose(groups, S1, BF16)
+    assert exact.match == "exact"
+    without = choose(groups, S1, BF16, exclude={exact.group.key})
+    assert without.match == "nearest" and without.group.shape == S2
+
+
+def test_choose_returns_none_when_nothing_serves() -> None:
+    assert choose((), S1, BF16) is None
