@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
 from service.api.deps import DTypeDep, IndexDep, ShapeDep
+from service.api.models import ErrorBody
 from service.dashboards import data, draw, pages
 from service.store_index import StoreIndex
 from variants import Shape
@@ -22,7 +23,7 @@ PLOTLY_JS = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js
 HTML_RESPONSES: dict[int | str, dict] = {
     200: {"content": {"text/html": {"schema": {"type": "string"}}}, "description": "an HTML page"},
     404: {"content": {"text/html": {"schema": {"type": "string"}}}, "description": "nothing to show"},
-    503: {"content": {"application/json": {}}, "description": "the results are still loading"},
+    503: {"model": ErrorBody, "description": "the results are still loading"},
 }
 
 
@@ -51,7 +52,7 @@ async def plotly_js() -> FileResponse:
     )
 
 
-@router.get("/dashboards", response_class=HTMLResponse, responses=HTML_RESPONSES, summary="Overview")
+@router.get("/dashboards", responses=HTML_RESPONSES, summary="Overview")
 def overview(index: IndexDep) -> HTMLResponse:
     """Every GPU x shape x dtype with its winner, time, fraction of the copy and speed-up."""
     table = data.overview(index.frame)
@@ -65,7 +66,7 @@ def overview(index: IndexDep) -> HTMLResponse:
     )
 
 
-@router.get("/dashboards/shape", response_class=HTMLResponse, responses=HTML_RESPONSES, summary="One shape")
+@router.get("/dashboards/shape", responses=HTML_RESPONSES, summary="One shape")
 def shape_page(
     index: IndexDep,
     shape: ShapeDep,
@@ -97,9 +98,7 @@ def shape_page(
     return HTMLResponse(pages.page(title, body, figures))
 
 
-@router.get(
-    "/dashboards/gpus", response_class=HTMLResponse, responses=HTML_RESPONSES, summary="GPUs compared"
-)
+@router.get("/dashboards/gpus", responses=HTML_RESPONSES, summary="GPUs compared")
 def gpus_page(index: IndexDep, shape: ShapeDep, dtype: DTypeDep) -> HTMLResponse:
     """The same shape and dtype on every GPU, side by side."""
     title = f"{shape} {dtype.name} on every GPU"

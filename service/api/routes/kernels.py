@@ -18,7 +18,6 @@ SOURCES: dict[str, variants.Family] = {family.source_hash: family for family in 
 
 @router.get(
     "/kernels/{source_hash}",
-    response_class=PlainTextResponse,
     responses={
         200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "CUDA C++ source"},
         404: {"model": ErrorBody, "description": "not the hash of a current family's source"},
