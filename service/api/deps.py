@@ -16,11 +16,11 @@ from variants.shape import MAX_DIM
 DEFAULT_NH, DEFAULT_NH_KV, DEFAULT_HD, DEFAULT_DTYPE = 32, 8, 128, "bf16"
 
 
-def get_store(request: Request) -> ResultsStore:
+async def get_store(request: Request) -> ResultsStore:
     return request.app.state.store
 
 
-def get_index(store: Annotated[ResultsStore, Depends(get_store)]) -> StoreIndex:
+async def get_index(store: Annotated[ResultsStore, Depends(get_store)]) -> StoreIndex:
     state = store.state
     if state is None:
         raise NotReady
@@ -33,7 +33,7 @@ def _dim(description: str, default: int | None = None):
     return Query(ge=1, le=MAX_DIM, description=f"{description} (default {default})")
 
 
-def requested_shape(
+async def requested_shape(
     B: Annotated[int, _dim("batch size")],
     T: Annotated[int, _dim("sequence length")],
     NH: Annotated[int, _dim("query heads", DEFAULT_NH)] = DEFAULT_NH,
@@ -46,7 +46,7 @@ def requested_shape(
         raise unprocessable("NH_KV" if NH % NH_KV else "B", str(exc)) from None
 
 
-def requested_dtype(
+async def requested_dtype(
     dtype: Annotated[
         str, Query(min_length=1, max_length=16, description=f"one of {', '.join(variants.DTYPES)}")
     ] = DEFAULT_DTYPE,

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from fastapi.responses import Response
 
 import variants
 from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
 from service.api.errors import ERROR_RESPONSES, NotFound
 from service.api.models import BestAnswer, BestByGpu, KernelRecipe, Measurement, ShapeModel
-from service.selection import Choice, best_for
+from service.selection import MEMO_SIZE, Choice, best_for
 from service.store_index import StoreIndex
 from variants import DType, Shape
 
@@ -85,7 +86,7 @@ async def best(
     dtype: DTypeDep,
     gpu: GpuQuery = None,
     include_source: Annotated[bool, Query(description="embed the CUDA source in the answer")] = False,
-) -> BestAnswer | BestByGpu:
+) -> Response:
     """The fastest correct configuration for (B, T, NH, NH_KV, HD, dtype).
 
     NH, NH_KV, HD and dtype default to 32, 8, 128 and bf16. With `gpu`, that GPU's answer;
@@ -93,6 +94,20 @@ async def best(
     dtype were tuned on that GPU; otherwise "nearest" names the tuned shape the configuration
     comes from and its distance. Measured figures are those of the tuned shape.
     """
+    key = ("best-json", gpu, shape, dtype.name, include_source)
+    body = index.memo.get(key)
+    if body is None:
+        body = best_answer(index, shape, dtype, gpu, include_source).model_dump_json().encode()
+        if len(index.memo) >= MEMO_SIZE:
+            index.memo.clear()
+        index.memo[key] = body
+    return Response(body, media_type="application/json")
+
+
+def best_answer(
+    index: StoreIndex, shape: Shape, dtype: DType, gpu: str | None, include_source: bool
+) -> BestAnswer | BestByGpu:
+    """The answer of GET /best (raises NotFound); the route memoizes its JSON per index."""
     if gpu is not None:
         if gpu not in index.by_gpu:
             raise NotFound(f"no results for GPU {gpu!r}", index.available_gpus())
