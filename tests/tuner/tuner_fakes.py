@@ -1,0 +1,101 @@
+"""Fakes for the tuner's tests: a GPU identity, a synthetic but structured timing
+landscape, and recordings built from it."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from results.store import write_table
+from tuner.bench import BenchRunner
+from tuner.rows import StudyInfo, trial_row
+from tuner.runner import GpuIdentity, Measurement
+from variants import DTYPES, FAMILIES, Config, DType, Shape
+
+IDENTITY = GpuIdentity(
+    name="NVIDIA H200",
+    compute_capability="9.0",
+    sm_count=132,
+    driver_version="575.0",
+    cuda_version="12.9",
+    cupy_version="13.4.0",
+    host="testhost",
+)
+SHAPE = Shape.parse("B=8,T=1024,NH=32,NH_KV=8,HD=128")
+SMALL = Shape.parse("B=1,T=256,NH=14,NH_KV=2,HD=64")
+BANDWIDTH_GBPS = 4000.0
+
+_FAMILY_FACTOR = {"naive": 5.0, "gather": 2.2, "vec": 1.05, "warp_per_head": 1.12, "split": 1.0}
+_BLOCK_FACTOR = {32: 1.35, 64: 1.12, 128: 1.03, 256: 1.0, 512: 1.02, 1024: 1.07}
+
+
+def copy_ms(shape: Shape, dtype: DType) -> float:
+    return shape.bytes_moved(dtype) / (BANDWIDTH_GBPS * 1e9) * 1e3
+
+
+def _noise(key: str) -> float:
+    digest = hashlib.sha256(key.encode()).digest()
+    return 1.0 + (digest[0] / 255.0 - 0.5) * 0.02
+
+
+def synthetic_ms(shape: Shape, dtype: DType, config: Config) -> float:
+    """A deterministic landscape shaped like the real one: the family matters most, then
+    vector width and block size, then the cache hints."""
+    v = config.values
+    factor = _FAMILY_FACTOR[config.family]
+    if config.family == "naive" and dtype.itemsize == 2:
+        factor *= 1.8
+    block = v.get("block", 32 * v.get("warps", 1))
+    factor *= _BLOCK_FACTOR.get(block, 1.1)
+    factor *= {4: 1.6, 8: 1.15, 16: 1.0}.get(v.get("vec_bytes", 16), 1.0)
+    factor *= {1: 1.12, 2: 1.05, 4: 1.0, 8: 1.03}.get(v.get("items", 4), 1.0)
+    factor *= {"plain": 1.02, "ldg": 1.01, "ldcs": 1.0}.get(v.get("load", "ldcs"), 1.0)
+    factor *= {"plain": 1.01, "stcs": 1.0}.get(v.get("store", "stcs"), 1.0)
+    return copy_ms(shape, dtype) * factor * _noise(f"{shape.key}/{dtype.name}/{config.key}")
+
+
+def synthetic_bench(shape: Shape, dtype: DType, config: Config) -> Measurement:
+    t = synthetic_ms(shape, dtype, config)
+    return Measurement(status="ok", time_ms=t, p20_ms=t * 0.99, p80_ms=t * 1.01, reps=50)
+
+
+def synthetic_runner(bench=synthetic_bench) -> BenchRunner:
+    return BenchRunner(bench, IDENTITY, copy_ms)
+
+
+def recording_rows(
+    shapes: Iterable[Shape], dtypes: Iterable[str] = tuple(DTYPES), gpu: str = "h200", bench=synthetic_bench
+) -> list[dict]:
+    """Exhaustive rows (every valid configuration) for each shape and dtype."""
+    rows = []
+    info = StudyInfo(gpu=gpu, run_id="recording", study="grid", sampler="grid")
+    for shape in shapes:
+        for name in dtypes:
+            dtype = DTYPES[name]
+            for family in FAMILIES.values():
+                for config in family.valid_configs(shape, dtype):
+                    m = bench(shape, dtype, config)
+                    rows.append(trial_row(IDENTITY, shape, dtype, config, m, copy_ms(shape, dtype), info))
+    return rows
+
+
+def write_recording(directory: Path, shapes: Iterable[Shape], dtypes: Iterable[str] = tuple(DTYPES)) -> Path:
+    return write_table(recording_rows(shapes, dtypes), Path(directory) / "h200", "recording")
+
+
+def optimum_ms(shape: Shape, dtype: DType) -> float:
+    return min(
+        synthetic_ms(shape, dtype, c) for f in FAMILIES.values() for c in f.valid_configs(shape, dtype)
+    )
+
+
+def frame_of(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows)
+
+
+def isinf(x: float) -> bool:
+    return math.isinf(x)

@@ -1,0 +1,44 @@
+"""A Runner around a benchmark function, as Triton's autotuner receives `do_bench`.
+
+    runner = BenchRunner(bench, identity, copy=lambda shape, dtype: 1.0)
+
+`bench(shape, dtype, config) -> Measurement` may return a failed Measurement or raise: an
+exception becomes a "crash" Measurement, and the study goes on. Tests pass fakes here
+instead of patching the GPU runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tuner.runner import GpuIdentity, Measurement
+from variants import Config, DType, Shape
+
+Bench = Callable[[Shape, DType, Config], Measurement]
+CopyBench = Callable[[Shape, DType], float]
+
+
+def guarded(bench: Bench, shape: Shape, dtype: DType, config: Config) -> Measurement:
+    """bench's answer, or a "crash" Measurement when it raises (never KeyboardInterrupt)."""
+    try:
+        return bench(shape, dtype, config)
+    except Exception as exc:
+        return Measurement.failed("crash", f"{type(exc).__name__}: {exc}")
+
+
+class BenchRunner:
+    def __init__(self, bench: Bench, identity: GpuIdentity, copy: CopyBench) -> None:
+        self.bench = bench
+        self.identity = identity
+        self.copy = copy
+        self.calls: list[tuple[Shape, DType, Config]] = []
+
+    def copy_time(self, shape: Shape, dtype: DType) -> float:
+        return self.copy(shape, dtype)
+
+    def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement:
+        self.calls.append((shape, dtype, config))
+        return guarded(self.bench, shape, dtype, config)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,137 @@
+"""Replay: answer trials from recorded parquet instead of a GPU (as Kernel Tuner's
+simulation mode does).
+
+A configuration is answered with what was measured for it on that GPU label, shape and
+dtype; the copy time is the recorded same-run copy. A configuration the recording lacks is
+answered with status "missing": the study does not write it, counts it and reports it at
+the end. Nothing is ever invented.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from results.schema import SHAPE_COLUMNS, STATUS_OK
+from results.store import load_results
+from tuner.runner import GpuIdentity, Measurement
+from variants import Config, DType, Shape
+
+STATUS_MISSING = "missing"
+
+GroupKey = tuple[str, str]  # (shape key, dtype)
+
+
+class NoRecording(ValueError):
+    """The recording holds nothing for what was asked."""
+
+
+def _shape_of(row: pd.Series) -> Shape:
+    return Shape(**{c: int(row[c]) for c in SHAPE_COLUMNS})
+
+
+def recorded_labels(frame: pd.DataFrame) -> list[str]:
+    return sorted(frame["gpu"].dropna().unique())
+
+
+def choose_label(frame: pd.DataFrame, gpu: str | None) -> str:
+    """The label to replay: the one asked for, or the recording's only one."""
+    labels = recorded_labels(frame)
+    if gpu is None:
+        if len(labels) != 1:
+            raise NoRecording(f"the recording holds GPUs {', '.join(labels) or 'none'}; pick one with --gpu")
+        return labels[0]
+    if gpu not in labels:
+        raise NoRecording(f"the recording holds no GPU {gpu!r}; it has {', '.join(labels) or 'none'}")
+    return gpu
+
+
+class ReplayRunner:
+    """Answers trials from the rows of one GPU label."""
+
+    def __init__(self, frame: pd.DataFrame, gpu: str | None = None) -> None:
+        self.gpu = choose_label(frame, gpu)
+        rows = frame[frame["gpu"] == self.gpu]
+        first = rows.iloc[0]
+        self.identity = GpuIdentity(
+            name=str(first["gpu_name"] or self.gpu),
+            compute_capability=str(first["compute_capability"] or ""),
+            sm_count=int(first["sm_count"]) if pd.notna(first["sm_count"]) else 0,
+            driver_version=str(first["driver_version"] or ""),
+            cuda_version=str(first["cuda_version"] or ""),
+            cupy_version=str(first["cupy_version"] or ""),
+            host=str(first["host"] or ""),
+        )
+        self._answers: dict[tuple[str, str, str], Measurement] = {}
+        self._copies: dict[GroupKey, float] = {}
+        self.shapes: dict[GroupKey, Shape] = {}
+        self.missing: Counter[GroupKey] = Counter()
+        self._index(rows)
+
+    @classmethod
+    def from_directory(cls, directory: Path, gpu: str | None = None) -> ReplayRunner:
+        frame, _ = load_results(Path(directory))
+        if frame.empty:
+            raise NoRecording(f"no trial rows under {directory}")
+        return cls(frame, gpu)
+
+    def _index(self, rows: pd.DataFrame) -> None:
+        groups = rows.groupby([*SHAPE_COLUMNS, "dtype"], sort=True)
+        for (*dims, dtype), group in groups:
+            shape = Shape(**dict(zip(SHAPE_COLUMNS, (int(d) for d in dims), strict=True)))
+            gkey = (shape.key, str(dtype))
+            self.shapes[gkey] = shape
+            copies = group["copy_ms"].dropna()
+            copies = copies[copies.map(math.isfinite) & (copies > 0)]
+            if not copies.empty:
+                self._copies[gkey] = float(copies.median())
+            for config_key, measured in group.groupby("config_key", sort=False):
+                self._answers[(*gkey, str(config_key))] = _answer(measured)
+
+    def groups(self) -> list[tuple[Shape, str]]:
+        """Every recorded (shape, dtype) with a copy time."""
+        return [(self.shapes[g], g[1]) for g in sorted(self.shapes) if g in self._copies]
+
+    def recorded(self, shape: Shape, dtype: DType) -> dict[str, Measurement]:
+        """config key -> answer, for one (shape, dtype)."""
+        prefix = (shape.key, dtype.name)
+        return {k[2]: m for k, m in self._answers.items() if k[:2] == prefix}
+
+    def copy_time(self, shape: Shape, dtype: DType) -> float:
+        try:
+            return self._copies[(shape.key, dtype.name)]
+        except KeyError:
+            raise NoRecording(
+                f"the recording has no copy time for {shape} {dtype.name} on {self.gpu}"
+            ) from None
+
+    def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement:
+        answer = self._answers.get((shape.key, dtype.name, config.key))
+        if answer is None:
+            self.missing[(shape.key, dtype.name)] += 1
+            return Measurement.failed(STATUS_MISSING, f"{config.key} is not in the recording")
+        return answer
+
+    def close(self) -> None:
+        pass
+
+
+def _answer(measured: pd.DataFrame) -> Measurement:
+    """The recorded answer for one configuration: the median of its ok measurements, or its
+    latest failure when it never ran correctly."""
+    ok = measured[measured["status"] == STATUS_OK]
+    if not ok.empty:
+        median = ok.sort_values("time_ms").iloc[(len(ok) - 1) // 2]
+        return Measurement(
+            status=STATUS_OK,
+            message=str(median["message"] or ""),
+            time_ms=float(median["time_ms"]),
+            p20_ms=float(median["p20_ms"]) if pd.notna(median["p20_ms"]) else math.nan,
+            p80_ms=float(median["p80_ms"]) if pd.notna(median["p80_ms"]) else math.nan,
+            reps=int(median["reps"]) if pd.notna(median["reps"]) else 0,
+        )
+    last = measured.sort_values("timestamp").iloc[-1]
+    return Measurement.failed(str(last["status"]), str(last["message"] or ""))

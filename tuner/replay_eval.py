@@ -1,0 +1,134 @@
+"""How many trials a sampler needs: replayed against exhaustive recordings.
+
+For each recorded (shape, dtype) and each seed, a fresh in-memory study runs through the
+ReplayRunner until its best configuration is within `tolerance` of the recording's optimum
+(or `max_trials` configurations were measured). A trial here is a configuration measured:
+repeats and invalid combinations cost nothing on a GPU and are not counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+import pandas as pd
+
+from results.schema import STATUS_OK
+from results.store import load_results
+from tuner.replay import ReplayRunner
+from tuner.study import StudyLoop, StudyPlan
+from variants import DTYPES, Shape
+
+DEFAULT_SAMPLERS = ("tpe", "random")
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    sampler: str
+    shape: Shape
+    dtype: str
+    seed: int
+    trials: float  # configurations measured to reach the tolerance; inf if never
+
+
+def trials_to_target(measured: list[tuple[str, float]], target: float) -> float:
+    for n, (_, value) in enumerate(measured, start=1):
+        if value <= target:
+            return n
+    return math.inf
+
+
+def optimum(runner: ReplayRunner, shape: Shape, dtype: str) -> float:
+    """The recording's best objective value: time over copy of the fastest ok config."""
+    answers = runner.recorded(shape, DTYPES[dtype])
+    best = min((m.time_ms for m in answers.values() if m.status == STATUS_OK), default=math.inf)
+    return best / runner.copy_time(shape, DTYPES[dtype])
+
+
+def evaluate_one(
+    runner: ReplayRunner, sampler: str, shape: Shape, dtype: str, seed: int, tolerance: float, max_trials: int
+) -> EvalResult:
+    target = optimum(runner, shape, dtype) * (1.0 + tolerance)
+    plan = StudyPlan(
+        gpu=runner.gpu,
+        shape=shape,
+        dtype=DTYPES[dtype],
+        study_name=f"eval-{sampler}-{seed}",
+        sampler=sampler,
+        seed=seed,
+        trials=max_trials,
+        target_value=target,
+    )
+    outcome = StudyLoop(plan, runner, None).run()
+    return EvalResult(sampler, shape, dtype, seed, trials_to_target(outcome.measured, target))
+
+
+def _evaluate_group(
+    args: tuple[pd.DataFrame, str, str, Shape, str, tuple[int, ...], float, int],
+) -> list[EvalResult]:
+    frame, gpu, sampler, shape, dtype, seeds, tolerance, max_trials = args
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    runner = ReplayRunner(frame, gpu)
+    return [evaluate_one(runner, sampler, shape, dtype, s, tolerance, max_trials) for s in seeds]
+
+
+def evaluate(
+    frame: pd.DataFrame,
+    gpu: str | None = None,
+    samplers: Iterable[str] = DEFAULT_SAMPLERS,
+    seeds: int = 20,
+    tolerance: float = 0.02,
+    max_trials: int = 200,
+    jobs: int = 1,
+) -> list[EvalResult]:
+    runner = ReplayRunner(frame, gpu)
+    frame = frame[frame["gpu"] == runner.gpu]
+    tasks = [
+        (frame, runner.gpu, sampler, shape, dtype, tuple(range(seeds)), tolerance, max_trials)
+        for sampler in samplers
+        for shape, dtype in runner.groups()
+    ]
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    if jobs <= 1:
+        return [r for task in tasks for r in _evaluate_group(task)]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return [r for results in pool.map(_evaluate_group, tasks) for r in results]
+
+
+def summary(results: list[EvalResult]) -> pd.DataFrame:
+    """Per sampler and (shape, dtype): median, p80 and worst trials to the target."""
+    records = []
+    for r in results:
+        records.append({"sampler": r.sampler, "shape": r.shape.key, "dtype": r.dtype, "trials": r.trials})
+    frame = pd.DataFrame(records)
+    if frame.empty:
+        return frame
+    grouped = frame.groupby(["sampler", "shape", "dtype"], sort=True)["trials"]
+    return grouped.agg(
+        median="median",
+        p80=lambda s: s.quantile(0.8),
+        worst="max",
+        seeds="count",
+    ).reset_index()
+
+
+def overall_medians(results: list[EvalResult]) -> dict[str, float]:
+    """Per sampler: the median over seeds of each group, then the median over groups."""
+    table = summary(results)
+    return (
+        {s: float(statistics.median(g["median"])) for s, g in table.groupby("sampler")} if len(table) else {}
+    )
+
+
+def load(directory: Path) -> pd.DataFrame:
+    frame, _ = load_results(Path(directory))
+    return frame
+
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -1,0 +1,448 @@
+"""One Optuna study per (GPU, shape, dtype): the loop that asks configurations, measures
+them through a Runner and writes every trial.
+
+What a trial reports to Optuna (minimized): the kernel's time over the same-run device
+copy. A failure (compile error, launch error, wrong result, timeout, crash) is a row with
+its status and infinite time, and the trial completes with the value +inf: Optuna accepts
+inf (only NaN is refused), TPE ranks it among the worst so it steers away, and GPSampler
+clips it to the worst finite value. An invalid combination of parameters is pruned without
+a row (nothing ran).
+
+No configuration is measured twice for one GPU, shape and dtype: before measuring, a
+trial looks for an answer in the results store (rows with the same kernel source) and in
+the study's finished trials; it then claims the configuration (a user attribute) and
+yields (pruned, no row) if another live trial of the study claims it too. Two workers that
+claim at once may both yield, never both measure: each writes its claim before it reads
+the others'. A row reaches the results store before its trial is reported, so what the
+study holds is always on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.storages import BaseStorage
+from optuna.trial import FrozenTrial, Trial, TrialState
+
+from results.schema import SHAPE_COLUMNS, STATUS_OK
+from tuner.bench import guarded
+from tuner.replay import STATUS_MISSING
+from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
+from tuner.runner import Measurement, Runner
+from tuner.samplers import make_sampler
+from tuner.space import SearchSpace
+from variants import BASELINE, FAMILIES, Config, DType, Family, Shape
+
+log = logging.getLogger(__name__)
+
+# Trial user attributes: how workers tell each other what a trial is doing.
+ATTR_KEY = "config_key"
+ATTR_STATUS = "status"
+ATTR_TIME = "time_ms"
+ATTR_COPY = "copy_ms"
+ATTR_SOURCE = "answered_from"  # "store" or "study" when nothing was measured
+STATUS_INVALID = "invalid"
+STATUS_DUPLICATE = "duplicate"
+# A claim without heartbeat this old belongs to a dead worker (a trial takes seconds).
+STALE_CLAIM_S = 600.0
+# How many trials one process may ask per configuration it still has to measure
+# (duplicates and invalid combinations cost a trial but no measurement).
+ASKS_PER_CONFIG = 10
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    gpu: str
+    shape: Shape
+    dtype: DType
+    study_name: str
+    sampler: str = "tpe"
+    seed: int | None = None
+    trials: int | None = 40  # distinct configurations; None: all of them
+    timeout_s: float | None = None
+    target_value: float | None = None  # stop once the best objective is at or below it
+
+
+@dataclass
+class StudyOutcome:
+    plan: StudyPlan
+    copy_ms: float
+    space_size: int
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # config key -> row
+    measured: list[tuple[str, float]] = field(default_factory=list)  # (key, value), in order
+    answered: int = 0
+    invalid: int = 0
+    yielded: int = 0
+    missing: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # status -> count
+
+    @property
+    def best_value(self) -> float:
+        values = [objective_value(r) for r in self.rows.values()]
+        return min(values, default=math.inf)
+
+
+ProgressHook = Callable[[int, int, float], None]  # (distinct done, goal, best value)
+
+
+def default_study_name(gpu: str, shape: Shape, dtype: DType, prefix: str | None = None) -> str:
+    """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16'. The kernel sources'
+    hash is part of the default prefix: edited kernels start a fresh study."""
+    if prefix is None:
+        prefix = f"repkv-{kernels_hash()}"
+    return f"{prefix}/{gpu}/{shape.key}/{dtype.name}"
+
+
+def kernels_hash(families: Mapping[str, Family] | None = None) -> str:
+    import hashlib
+
+    registry = FAMILIES if families is None else families
+    joined = ",".join(f"{n}:{f.source_hash}" for n, f in sorted(registry.items()))
+    return hashlib.sha256(joined.encode()).hexdigest()[:8]
+
+
+def stored_answers(
+    frame: pd.DataFrame,
+    gpu: str,
+    shape: Shape,
+    dtype: DType,
+    families: Mapping[str, Family] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """config key -> the stored row that answers it: same GPU, shape, dtype and kernel
+    source. A configuration measured more than once answers with its median ok row, or its
+    latest failure when it never ran correctly."""
+    if frame.empty:
+        return {}
+    registry = FAMILIES if families is None else families
+    mask = (frame["gpu"] == gpu) & (frame["dtype"] == dtype.name)
+    for name, value in shape.as_dict().items():
+        mask &= frame[name] == value
+    rows = frame[mask]
+    hashes = {n: f.source_hash for n, f in registry.items()}
+    rows = rows[rows["family"].map(hashes) == rows["source_hash"]]
+    answers: dict[str, dict[str, Any]] = {}
+    for key, group in rows.groupby("config_key", sort=False):
+        ok = group[group["status"] == STATUS_OK].sort_values("time_ms")
+        pick = ok.iloc[(len(ok) - 1) // 2] if not ok.empty else group.sort_values("timestamp").iloc[-1]
+        answers[str(key)] = pick.to_dict()
+    return answers
+
+
+def _claims(study: optuna.Study, key: str, me: int) -> tuple[FrozenTrial | None, bool]:
+    """(a finished trial of the study that answers key, whether a live trial claims key)."""
+    finished, live = None, False
+    horizon = datetime.now() - timedelta(seconds=STALE_CLAIM_S)
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        if t.number == me or t.user_attrs.get(ATTR_KEY) != key:
+            continue
+        if t.state == TrialState.COMPLETE and t.user_attrs.get(ATTR_STATUS) not in (None, STATUS_DUPLICATE):
+            finished = t
+            break
+        if t.state == TrialState.RUNNING and (t.datetime_start is None or t.datetime_start > horizon):
+            live = True
+    return finished, live
+
+
+def distinct_done(study: optuna.Study) -> dict[str, float]:
+    """config key -> value, over the study's completed trials."""
+    done: dict[str, float] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        key = t.user_attrs.get(ATTR_KEY)
+        if key is not None and t.value is not None:
+            done[key] = t.value
+    return done
+
+
+class StudyLoop:
+    """Runs one plan against a runner; `run()` returns what happened."""
+
+    def __init__(
+        self,
+        plan: StudyPlan,
+        runner: Runner,
+        storage: BaseStorage | str | None = None,
+        *,
+        run_id: str = "",
+        sink: ResultsSink | None = None,
+        known: Mapping[str, dict[str, Any]] | None = None,
+        families: Mapping[str, Family] | None = None,
+        progress: ProgressHook | None = None,
+    ) -> None:
+        self.plan = plan
+        self.runner = runner
+        self.storage = storage
+        self.run_id = run_id
+        self.sink = sink
+        self.families = dict(FAMILIES if families is None else families)
+        self.space = SearchSpace(plan.shape, plan.dtype, self.families)
+        self.known: dict[str, dict[str, Any]] = {
+            k: dict(v) for k, v in (known or {}).items() if k in self.space.keys
+        }
+        self.progress = progress
+        self.in_study: set[str] = set()
+        self.outcome: StudyOutcome | None = None
+
+    # --- the study --------------------------------------------------------------------
+    def _study(self) -> optuna.Study:
+        return optuna.create_study(
+            study_name=self.plan.study_name,
+            storage=self.storage,
+            sampler=make_sampler(self.plan.sampler, self.plan.seed),
+            direction="minimize",
+            load_if_exists=True,
+        )
+
+    def _enqueue(self, study: optuna.Study, done: Mapping[str, float]) -> int:
+        """Queue llm.c's configuration first; for a grid, every configuration not yet done.
+        Returns how many trials were queued."""
+        wanted = [BASELINE] if BASELINE in self.space else []
+        if self.plan.sampler == "grid":
+            wanted += [c for c in self.space.configs if c != BASELINE]
+        pending = {
+            json.dumps(t.system_attrs.get("fixed_params", t.params), sort_keys=True)
+            for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
+        }
+        queued = 0
+        for config in wanted:
+            params = self.space.params_of(config)
+            if config.key in done or config.key in self.known:
+                continue
+            if json.dumps(params, sort_keys=True) in pending:
+                continue
+            study.enqueue_trial(params)
+            queued += 1
+        return queued
+
+    def goal(self) -> int:
+        size = len(self.space)
+        return (
+            size if self.plan.trials is None or self.plan.sampler == "grid" else min(self.plan.trials, size)
+        )
+
+    def run(self) -> StudyOutcome:
+        plan = self.plan
+        copy_ms = self.runner.copy_time(plan.shape, plan.dtype)
+        outcome = StudyOutcome(plan=plan, copy_ms=copy_ms, space_size=len(self.space))
+        self.outcome = outcome
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study = self._study()
+            done = distinct_done(study)
+            for key, value in done.items():
+                self._remember_study_answer(key, value, study)
+                self.in_study.add(key)
+            goal = self.goal()
+            if self.space.configs and not self._finished(done, goal):
+                queued = self._enqueue(study, done)
+                asks = queued + ASKS_PER_CONFIG * max(goal - len(done), 1)
+                study.optimize(
+                    self._objective(study, copy_ms, outcome),
+                    n_trials=asks,
+                    timeout=plan.timeout_s,
+                    callbacks=[self._after_trial(goal)],
+                    catch=(),
+                    gc_after_trial=False,
+                )
+        for key, row in self.known.items():
+            outcome.rows.setdefault(key, row)
+        return outcome
+
+    def _finished(self, done: Mapping[str, float], goal: int) -> bool:
+        if len(done) >= goal:
+            return True
+        target = self.plan.target_value
+        return target is not None and min(done.values(), default=math.inf) <= target
+
+    def _after_trial(self, goal: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+        def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+            done = distinct_done(study)
+            if self.progress is not None:
+                self.progress(min(len(done), goal), goal, min(done.values(), default=math.inf))
+            if self._finished(done, goal):
+                study.stop()
+
+        return callback
+
+    # --- one trial --------------------------------------------------------------------
+    def _objective(
+        self, study: optuna.Study, copy_ms: float, outcome: StudyOutcome
+    ) -> Callable[[Trial], float]:
+        plan = self.plan
+
+        def objective(trial: Trial) -> float:
+            config = self.space.suggest(trial)
+            if config is None:
+                outcome.invalid += 1
+                trial.set_user_attr(ATTR_STATUS, STATUS_INVALID)
+                raise optuna.TrialPruned("no valid configuration has these parameters")
+            key = config.key
+            trial.set_user_attr(ATTR_KEY, key)
+            row = self.known.get(key)
+            if row is not None:
+                self.in_study.add(key)
+                return self._answer(trial, row, "store", outcome)
+            finished, live = _claims(study, key, trial.number)
+            if finished is not None:
+                self.in_study.add(key)
+                row = self._remember_study_answer(key, finished.value, study, finished)
+                return self._answer(trial, row, "study", outcome)
+            if live:
+                outcome.yielded += 1
+                trial.set_user_attr(ATTR_STATUS, STATUS_DUPLICATE)
+                raise optuna.TrialPruned(f"{key} is being measured by another trial")
+            measurement = self._measure(config)
+            if measurement.status == STATUS_MISSING:
+                outcome.missing += 1
+                trial.set_user_attr(ATTR_STATUS, STATUS_MISSING)
+                raise optuna.TrialPruned(measurement.message)
+            info = StudyInfo(
+                gpu=plan.gpu,
+                run_id=self.run_id,
+                study=plan.study_name,
+                sampler=plan.sampler,
+                seed=plan.seed,
+                trial=trial.number,
+            )
+            row = trial_row(
+                self.runner.identity,
+                plan.shape,
+                plan.dtype,
+                config,
+                measurement,
+                copy_ms,
+                info,
+                self.families,
+            )
+            if self.sink is not None:
+                self.sink.append(row)  # on disk before Optuna hears of it
+            self.known[key] = row
+            self.in_study.add(key)
+            value = objective_value(row)
+            outcome.measured.append((key, value))
+            if row["status"] != STATUS_OK:
+                outcome.failures[row["status"]] = outcome.failures.get(row["status"], 0) + 1
+            self._set_attrs(trial, row)
+            return value
+
+        return objective
+
+    def _measure(self, config: Config) -> Measurement:
+        return guarded(self.runner.measure, self.plan.shape, self.plan.dtype, config)
+
+    @staticmethod
+    def _set_attrs(trial: Trial, row: Mapping[str, Any]) -> None:
+        trial.set_user_attr(ATTR_STATUS, row["status"])
+        trial.set_user_attr(ATTR_TIME, float(row["time_ms"]))
+        trial.set_user_attr(ATTR_COPY, float(row["copy_ms"]))
+
+    def _answer(self, trial: Trial, row: Mapping[str, Any], source: str, outcome: StudyOutcome) -> float:
+        outcome.answered += 1
+        trial.set_user_attr(ATTR_SOURCE, source)
+        self._set_attrs(trial, row)
+        return objective_value(row)
+
+    def _remember_study_answer(
+        self, key: str, value: float | None, study: optuna.Study, trial: FrozenTrial | None = None
+    ) -> dict[str, Any]:
+        """A row for a configuration another trial measured (for answers and the report;
+        it is not written: the worker that measured it wrote it)."""
+        if key in self.known:
+            return self.known[key]
+        if trial is None:
+            trial = next(
+                t
+                for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.user_attrs.get(ATTR_KEY) == key
+            )
+        config = self.space.config_of(trial.params)
+        if config is None or config.key != key:
+            config = next(c for c in self.space.configs if c.key == key)
+        attrs = trial.user_attrs
+        status = str(attrs.get(ATTR_STATUS, STATUS_OK))
+        time_ms = float(attrs.get(ATTR_TIME, math.inf))
+        copy_ms = float(attrs.get(ATTR_COPY, math.nan))
+        measurement = (
+            Measurement(status=status, time_ms=time_ms)
+            if status == STATUS_OK
+            else (Measurement.failed(status, ""))
+        )
+        info = StudyInfo(gpu=self.plan.gpu, run_id="", study=self.plan.study_name, trial=trial.number)
+        row = trial_row(
+            self.runner.identity,
+            self.plan.shape,
+            self.plan.dtype,
+            config,
+            measurement,
+            copy_ms,
+            info,
+            self.families,
+        )
+        self.known[key] = row
+        return row
+
+
+def run_plans(
+    plans: list[StudyPlan],
+    runner: Runner,
+    storage: BaseStorage | str | None,
+    *,
+    run_id: str,
+    sink: ResultsSink | None = None,
+    stored: pd.DataFrame | None = None,
+    families: Mapping[str, Family] | None = None,
+    progress_factory: Callable[[StudyPlan], ProgressHook | None] | None = None,
+    on_done: Callable[[StudyOutcome], None] | None = None,
+) -> list[StudyOutcome]:
+    """Every plan in turn, one study each; rows are flushed after each trial and at the end."""
+    outcomes = []
+    try:
+        for plan in plans:
+            known = (
+                stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families)
+                if stored is not None
+                else None
+            )
+            progress = progress_factory(plan) if progress_factory else None
+            started = time.monotonic()
+            loop = StudyLoop(
+                plan,
+                runner,
+                storage,
+                run_id=run_id,
+                sink=sink,
+                known=known,
+                families=families,
+                progress=progress,
+            )
+            outcome = loop.run()
+            log.info(
+                "%s: %d measured in %.1f s",
+                plan.study_name,
+                len(outcome.measured),
+                time.monotonic() - started,
+            )
+            outcomes.append(outcome)
+            if on_done is not None:
+                on_done(outcome)
+    finally:
+        if sink is not None:
+            sink.close()
+    return outcomes
+
+
+def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
+    """Every row the outcomes know (measured, or answered from the store or the study)."""
+    rows = [row for o in outcomes for row in o.rows.values()]
+    if not rows:
+        return pd.DataFrame(columns=[*SHAPE_COLUMNS, "gpu", "dtype"])
+    return pd.DataFrame(rows)
