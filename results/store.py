@@ -53,6 +53,7 @@ def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Pat
     target = directory / f"{run_id}.parquet"
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".parquet", dir=directory)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are shared data
     try:
         pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, target)
@@ -60,6 +61,12 @@ def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Pat
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def to_table(frame: pd.DataFrame) -> pa.Table:
@@ -80,13 +87,20 @@ def upgrade(table: pa.Table) -> pa.Table:
     Version 1 is the first; a later version adds its conversion here. Columns this version
     does not know are dropped, and columns it adds are null-filled.
     """
-    version = int((table.schema.metadata or {}).get(b"repkv_tune_schema_version", b"1"))
+    raw = (table.schema.metadata or {}).get(b"repkv_tune_schema_version", b"1")
+    try:
+        version = int(raw)
+    except ValueError:
+        raise CorruptResults(f"unreadable schema version {raw!r}") from None
     if version > SCHEMA_VERSION:
         raise CorruptResults(f"written by schema version {version}; this reader knows up to {SCHEMA_VERSION}")
     columns = []
     for f in TRIAL_SCHEMA:
         if f.name in table.column_names:
-            columns.append(table.column(f.name).cast(f.type))
+            try:
+                columns.append(table.column(f.name).cast(f.type))
+            except (pa.ArrowException, ValueError) as exc:
+                raise CorruptResults(f"column {f.name!r} cannot be read as {f.type}: {exc}") from None
         elif f.nullable:
             columns.append(pa.nulls(table.num_rows, f.type))
         else:

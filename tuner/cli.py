@@ -1,0 +1,420 @@
+"""`python -m tuner`: tune this GPU (the default subcommand), list the variants, compile
+them offline, show the winners, or measure how fast the samplers find the optimum.
+
+    python -m tuner --gpu h100                        # = python -m tuner tune --gpu h100
+    python -m tuner tune --model llama3-8b --batch 1,8 --seq 1024,4096 --dtype bf16
+    python -m tuner tune --gpu h200 --replay results/data --results /tmp/replayed
+    python -m tuner variants --shape B=8,T=1024,NH=32,NH_KV=8,HD=128
+    python -m tuner check --arch sm_90
+    python -m tuner best --gpu h200
+    python -m tuner replay-eval results/data --gpu h200 --seeds 20
+
+Usage errors print one line that says what to do and return 2. Nothing here imports CuPy
+until a GPU is actually asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import secrets
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from results.store import load_results
+from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
+from tuner.presets import DEFAULT_BATCH, DEFAULT_SEQ, DEFAULT_SHAPES, MODELS, UnknownModel, model_shapes
+from tuner.runner import Runner
+from tuner.samplers import SAMPLERS, UnavailableSampler, make_sampler
+from variants import DTYPES, FAMILIES, InvalidShape, Shape
+
+# The results store bundled with the checkout: committed measurements from real GPUs.
+DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results" / "data"
+LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
+SUBCOMMANDS = ("tune", "variants", "check", "best", "replay-eval")
+DEFAULT_TRIALS = 40
+
+
+class UsageError(Exception):
+    """A mistake in the command line: the message says what to do."""
+
+
+def _csv(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def _ints(values: list[str] | None, flag: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in _csv(values))
+    except ValueError:
+        raise UsageError(f"{flag} takes whole numbers, e.g. {flag} 1,8") from None
+
+
+def parse_dtypes(values: list[str] | None) -> list[str]:
+    names = _csv(values) or list(DTYPES)
+    unknown = [n for n in names if n not in DTYPES]
+    if unknown:
+        raise UsageError(f"unknown dtype {unknown[0]!r}: use --dtype with {', '.join(DTYPES)}")
+    return list(dict.fromkeys(names))
+
+
+def parse_shapes(args: argparse.Namespace) -> list[Shape]:
+    """--shape ... and --model ... x --batch x --seq; the default set without either."""
+    try:
+        shapes = [Shape.parse(s) for s in args.shape or []]
+        batches = _ints(args.batch, "--batch") or DEFAULT_BATCH
+        seqs = _ints(args.seq, "--seq") or DEFAULT_SEQ
+        models = _csv(args.model)
+        if (args.batch or args.seq) and not models:
+            raise UsageError("--batch and --seq go with --model NAME (or give --shape B=..,T=..,...)")
+        shapes += [s for s in model_shapes(models, batches, seqs) if s not in shapes]
+    except (InvalidShape, UnknownModel) as exc:
+        raise UsageError(str(exc)) from None
+    return shapes or list(DEFAULT_SHAPES)
+
+
+# --- parser -----------------------------------------------------------------------------
+def _add_tune(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="search the variants on this GPU (the default subcommand)",
+        description="Search the kernel variants with Optuna; write every trial to parquet.",
+    )
+    g = p.add_argument_group("device")
+    g.add_argument("--gpu", help="label to file results under (default: from the device name, e.g. h200)")
+    g.add_argument(
+        "--force-gpu-label", action="store_true", help="accept a --gpu label that does not match the device"
+    )
+    g.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    g.add_argument(
+        "--trial-timeout", type=float, default=10.0, help="seconds before a hung kernel's worker is killed"
+    )
+    g.add_argument("--replay", type=Path, metavar="DIR", help="answer trials from recorded parquet (no GPU)")
+    s = p.add_argument_group("shapes")
+    s.add_argument("--shape", action="append", metavar="B=..,T=..,NH=..,NH_KV=..,HD=..", help="repeatable")
+    s.add_argument(
+        "--model", action="append", metavar="NAME", help=f"repeatable or comma list: {', '.join(MODELS)}"
+    )
+    s.add_argument("--batch", action="append", metavar="B,..", help="batch sizes for --model (default 8)")
+    s.add_argument(
+        "--seq", action="append", metavar="T,..", help="sequence lengths for --model (default 1024)"
+    )
+    s.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help="default: all three")
+    o = p.add_argument_group("search")
+    o.add_argument(
+        "--trials",
+        type=int,
+        default=DEFAULT_TRIALS,
+        help=f"configurations per shape and dtype (default {DEFAULT_TRIALS}; grid: all)",
+    )
+    o.add_argument("--timeout", type=float, help="seconds per shape and dtype")
+    o.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
+    o.add_argument("--seed", type=int, help="sampler seed (default: a fresh one, recorded in every row)")
+    o.add_argument(
+        "--storage",
+        help="Optuna storage: sqlite:///FILE (default <results>/optuna.db), journal:FILE, "
+        "postgresql://..., or memory",
+    )
+    o.add_argument("--study", help="study name prefix (default: repkv-<kernel hash>/<gpu>/<shape>/<dtype>)")
+    r = p.add_argument_group("results")
+    r.add_argument(
+        "--results",
+        type=Path,
+        help=f"results directory (default: the bundled store {DEFAULT_RESULTS}; with --replay: none)",
+    )
+    r.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _add_variants(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("variants", help="list the kernel families, their parameters and valid configurations")
+    p.add_argument(
+        "--shape", action="append", metavar="B=..,T=..,NH=..,NH_KV=..,HD=..", help=f"default {LLMC_SHAPE}"
+    )
+    p.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help="default: all three")
+
+
+def _add_check(sub: argparse._SubParsersAction) -> None:
+    help_text = "compile every valid configuration offline with NVRTC (no GPU needed)"
+    try:
+        from tuner.check import add_check_arguments
+    except ImportError:
+        p = sub.add_parser("check", help=help_text)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        return
+    p = sub.add_parser("check", help=help_text)
+    add_check_arguments(p)
+
+
+def _add_best(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("best", help="print the winners table of a results directory")
+    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=f"default {DEFAULT_RESULTS}")
+    p.add_argument("--gpu", help="only this GPU label")
+
+
+def _add_replay_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "replay-eval",
+        help="trials each sampler needs to come within 2%% of the optimum, on exhaustive recordings",
+    )
+    p.add_argument("recording", type=Path, help="results directory holding exhaustive (grid) trials")
+    p.add_argument("--gpu", help="GPU label (default: the recording's only one)")
+    p.add_argument("--samplers", default="tpe,random", help="comma list (default tpe,random)")
+    p.add_argument("--seeds", type=int, default=20, help="seeds per shape and dtype (default 20)")
+    p.add_argument("--tolerance", type=float, default=0.02, help="distance to the optimum (default 0.02)")
+    p.add_argument("--max-trials", type=int, default=200, help="give up after this many (default 200)")
+    p.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    p.add_argument("--target", type=float, default=25, help="trials the first sampler must stay within (25)")
+    p.add_argument("--check", action="store_true", help="exit 1 if the first sampler misses --target")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a usage error as one line (UsageError) instead of exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m tuner",
+        description="Autotune the repkv backward kernel. Without a subcommand: tune.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
+    _add_tune(sub)
+    _add_variants(sub)
+    _add_check(sub)
+    _add_best(sub)
+    _add_replay_eval(sub)
+    return parser
+
+
+def _with_default_command(argv: list[str]) -> list[str]:
+    if not argv:
+        return ["tune"]
+    if argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help"):
+        return argv
+    return ["tune", *argv]
+
+
+# --- commands -----------------------------------------------------------------------------
+def cmd_variants(args: argparse.Namespace) -> int:
+    try:
+        shapes = [Shape.parse(s) for s in args.shape or [LLMC_SHAPE]]
+    except InvalidShape as exc:
+        raise UsageError(str(exc)) from None
+    dtypes = parse_dtypes(args.dtype)
+    for family in FAMILIES.values():
+        print(f"{family.name}: {family.doc}")
+        for param in family.params:
+            print(f"  {param.name:<10} {', '.join(map(str, param.choices)):<40} {param.doc}")
+        total = len(list(family.space()))
+        for shape in shapes:
+            counts = ", ".join(f"{d} {len(family.valid_configs(shape, DTYPES[d]))}" for d in dtypes)
+            print(f"  valid of {total} at {shape}: {counts}")
+    for shape in shapes:
+        counts = ", ".join(
+            f"{d} {sum(len(f.valid_configs(shape, DTYPES[d])) for f in FAMILIES.values())}" for d in dtypes
+        )
+        print(f"all families at {shape}: {counts}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        from tuner.check import main_check
+    except ImportError as exc:
+        print(f"error: the offline compile check is not available here ({exc})", file=sys.stderr)
+        return 2
+    return int(main_check(args))
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    from tuner.report import render_winners, winners_table
+
+    frame, report = load_results(args.results)
+    for path, why in report.skipped.items():
+        print(f"skipped {path}: {why}", file=sys.stderr)
+    if args.gpu:
+        frame = frame[frame["gpu"] == args.gpu]
+    if frame.empty:
+        print(f"no trial rows under {args.results}" + (f" for GPU {args.gpu}" if args.gpu else ""))
+        return 1
+    render_winners(winners_table(frame), title=f"Winners in {args.results}")
+    return 0
+
+
+def cmd_replay_eval(args: argparse.Namespace) -> int:
+    from tuner import replay_eval
+    from tuner.replay import NoRecording
+
+    samplers = _csv([args.samplers])
+    for name in samplers:
+        try:
+            make_sampler(name, 0)
+        except UnavailableSampler as exc:
+            raise UsageError(str(exc)) from None
+    if args.seeds < 1 or args.max_trials < 1:
+        raise UsageError("--seeds and --max-trials must be at least 1")
+    frame = replay_eval.load(args.recording)
+    if frame.empty:
+        raise UsageError(f"no trial rows under {args.recording}: record a grid first (tune --sampler grid)")
+    try:
+        results = replay_eval.evaluate(
+            frame, args.gpu, samplers, args.seeds, args.tolerance, args.max_trials, args.jobs
+        )
+    except NoRecording as exc:
+        raise UsageError(str(exc)) from None
+    table = replay_eval.summary(results)
+    with_pct = f"{args.tolerance:.0%}"
+    print(f"trials to come within {with_pct} of the exhaustive optimum ({args.seeds} seeds; inf: never)")
+    print(table.to_string(index=False))
+    medians = replay_eval.overall_medians(results)
+    for name in samplers:
+        print(f"{name}: median {medians.get(name, float('inf')):g} trials")
+    first = medians.get(samplers[0], float("inf"))
+    verdict = "meets" if first <= args.target else "misses"
+    print(f"{samplers[0]} {verdict} the target of {args.target:g} trials")
+    return 1 if args.check and first > args.target else 0
+
+
+def _gpu_runner(args: argparse.Namespace) -> Runner:
+    try:
+        from tuner.gpu.runner import GpuRunner
+    except ImportError as exc:
+        raise UsageError(
+            f"no GPU runner here ({exc}); install the CUDA extra (pip install -e '.[cuda12]') "
+            "or replay a recording with --replay DIR"
+        ) from None
+    return GpuRunner(device=args.device, timeout_s=args.trial_timeout)
+
+
+def cmd_tune(args: argparse.Namespace, runner: Runner | None = None) -> int:
+    from tuner import study as study_mod
+    from tuner.replay import NoRecording, ReplayRunner
+    from tuner.report import ProgressBars, render_outcomes, render_winners, winners_table
+    from tuner.rows import ResultsSink, new_run_id
+    from tuner.storage import InvalidStorage, default_storage_url, make_storage
+
+    shapes = parse_shapes(args)
+    dtypes = parse_dtypes(args.dtype)
+    if args.trials < 1:
+        raise UsageError("--trials must be at least 1")
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    try:
+        make_sampler(args.sampler, seed)
+    except UnavailableSampler as exc:
+        raise UsageError(str(exc)) from None
+
+    if runner is None and args.replay is not None:
+        try:
+            runner = ReplayRunner.from_directory(args.replay, args.gpu)
+        except NoRecording as exc:
+            raise UsageError(f"{exc} (in {args.replay})") from None
+        gpu = runner.gpu
+        results_dir = args.results  # replays write only where asked to
+    else:
+        runner = runner or _gpu_runner(args)
+        try:
+            gpu = resolve_label(args.gpu, runner.identity.name, force=args.force_gpu_label)
+        except (GpuLabelMismatch, InvalidGpuLabel) as exc:
+            runner.close()
+            raise UsageError(str(exc)) from None
+        results_dir = args.results if args.results is not None else DEFAULT_RESULTS
+
+    storage_url = args.storage or (default_storage_url(results_dir) if results_dir else None)
+    try:
+        storage = make_storage(storage_url)
+    except InvalidStorage as exc:
+        runner.close()
+        raise UsageError(str(exc)) from None
+
+    run_id = new_run_id()
+    sink = ResultsSink(results_dir, gpu, run_id) if results_dir else None
+    stored = load_results(results_dir)[0] if results_dir else None
+    single = len(shapes) * len(dtypes) == 1
+    plans = [
+        study_mod.StudyPlan(
+            gpu=gpu,
+            shape=shape,
+            dtype=DTYPES[d],
+            study_name=(
+                args.study
+                if args.study and single
+                else study_mod.default_study_name(gpu, shape, DTYPES[d], args.study)
+            ),
+            sampler=args.sampler,
+            seed=seed,
+            trials=None if args.sampler == "grid" else args.trials,
+            timeout_s=args.timeout,
+        )
+        for shape in shapes
+        for d in dtypes
+    ]
+    print(
+        f"tuning {gpu} ({runner.identity.name}): {len(shapes)} shapes x {len(dtypes)} dtypes, "
+        f"sampler {args.sampler} seed {seed}, run {run_id}",
+        file=sys.stderr,
+    )
+    bars = ProgressBars(enabled=not args.no_progress)
+    outcomes: list[study_mod.StudyOutcome] = []
+    interrupted = False
+    try:
+        study_mod.run_plans(
+            plans,
+            runner,
+            storage,
+            run_id=run_id,
+            sink=sink,
+            stored=stored,
+            progress_factory=bars,
+            on_done=lambda o: (bars.close(), outcomes.append(o)),
+        )
+    except KeyboardInterrupt:
+        interrupted = True
+    except NoRecording as exc:
+        raise UsageError(f"{exc}: replay only the shapes and dtypes the recording holds") from None
+    finally:
+        bars.close()
+        runner.close()
+    render_outcomes(outcomes, file=sys.stderr)
+    missing = getattr(runner, "missing", None)
+    if missing:
+        print(f"{sum(missing.values())} proposed configurations were not in the recording", file=sys.stderr)
+    render_winners(winners_table(study_mod.outcome_frame(outcomes)), title=f"Winners on {gpu}")
+    if sink is not None and sink.files:
+        print(f"{len(sink.rows)} rows in {', '.join(str(f) for f in sink.files)}", file=sys.stderr)
+    if interrupted:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, *, runner: Runner | None = None) -> int:
+    """The CLI. `runner` replaces the GPU runner (tests pass a fake one)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_with_default_command(argv))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        if args.command == "variants":
+            return cmd_variants(args)
+        if args.command == "check":
+            return cmd_check(args)
+        if args.command == "best":
+            return cmd_best(args)
+        if args.command == "replay-eval":
+            return cmd_replay_eval(args)
+        return cmd_tune(args, runner)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

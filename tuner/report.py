@@ -1,0 +1,147 @@
+"""What a run shows: a progress bar per study and the table of winners.
+
+The winners come from `results.best.winners` (one selection rule for the CLI and the
+service); this module only shapes them into a table and draws it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any, TextIO
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from results.best import winners
+from results.schema import SHAPE_COLUMNS
+from tuner.study import StudyOutcome, StudyPlan
+
+WINNER_COLUMNS = (
+    "gpu",
+    "shape",
+    "dtype",
+    "config",
+    "time_ms",
+    "gbps",
+    "ratio_to_copy",
+    "speedup_vs_baseline",
+)
+
+
+def config_text(family: str, params: str) -> str:
+    values = json.loads(params) if params else {}
+    return f"{family}[{','.join(f'{k}={v}' for k, v in sorted(values.items()))}]"
+
+
+def winners_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per GPU, shape and dtype: the fastest correct configuration, its time,
+    bandwidth, ratio to the same-run copy and speed-up over llm.c's configuration."""
+    if frame.empty or "status" not in frame:
+        return pd.DataFrame(columns=list(WINNER_COLUMNS))
+    best = winners(frame)
+    if best.empty:
+        return pd.DataFrame(columns=list(WINNER_COLUMNS))
+    shape = best[list(SHAPE_COLUMNS)].apply(
+        lambda r: ",".join(f"{c}={int(r[c])}" for c in SHAPE_COLUMNS), axis=1
+    )
+    return pd.DataFrame(
+        {
+            "gpu": best["gpu"],
+            "shape": shape,
+            "dtype": best["dtype"],
+            "config": [config_text(f, p) for f, p in zip(best["family"], best["params"], strict=True)],
+            "time_ms": best["time_ms"].astype(float),
+            "gbps": pd.to_numeric(best["gbps"], errors="coerce"),
+            "ratio_to_copy": pd.to_numeric(best["ratio_to_copy"], errors="coerce"),
+            "speedup_vs_baseline": best["speedup_vs_baseline"].astype(float),
+        }
+    )
+
+
+def _fmt(value: Any, spec: str, suffix: str = "") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:{spec}}{suffix}"
+
+
+def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str = "Winners") -> None:
+    console = Console(file=file or sys.stdout, width=200)
+    if table.empty:
+        console.print("no correct measurement to report")
+        return
+    out = Table(title=title, show_lines=False)
+    for name, justify in (
+        ("gpu", "left"),
+        ("shape", "left"),
+        ("dtype", "left"),
+        ("best configuration", "left"),
+        ("time", "right"),
+        ("GB/s", "right"),
+        ("x copy", "right"),
+        ("vs llm.c", "right"),
+    ):
+        out.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in table.itertuples(index=False):
+        out.add_row(
+            row.gpu,
+            row.shape,
+            row.dtype,
+            escape(row.config),
+            _fmt(row.time_ms, ".4f", " ms"),
+            _fmt(row.gbps, ".0f"),
+            _fmt(row.ratio_to_copy, ".3f"),
+            _fmt(row.speedup_vs_baseline, ".2f", "x"),
+        )
+    console.print(out)
+
+
+def render_outcomes(outcomes: list[StudyOutcome], file: TextIO | None = None) -> None:
+    """Per study: what was measured, answered, failed, or missing from a recording."""
+    lines = []
+    for o in outcomes:
+        fails = ", ".join(f"{n} {s}" for s, n in sorted(o.failures.items()))
+        parts = [f"{len(o.measured)} measured", f"{o.answered} answered without measuring"]
+        if fails:
+            parts.append(f"failures: {fails}")
+        if o.missing:
+            parts.append(f"{o.missing} not in the recording")
+        lines.append(f"{o.plan.shape} {o.plan.dtype.name}: {'; '.join(parts)}")
+    print("\n".join(lines), file=file or sys.stdout)
+
+
+class ProgressBars:
+    """A tqdm bar per study: configurations done out of the goal, best x copy so far."""
+
+    def __init__(self, enabled: bool = True, file: TextIO | None = None) -> None:
+        self.enabled = enabled
+        self.file = file or sys.stderr
+        self._bar: Any = None
+
+    def __call__(self, plan: StudyPlan):  # -> ProgressHook | None
+        if not self.enabled:
+            return None
+        from tqdm import tqdm
+
+        self.close()
+        self._bar = tqdm(
+            total=None, desc=f"{plan.shape} {plan.dtype.name}", unit="cfg", file=self.file, leave=True
+        )
+
+        def hook(done: int, goal: int, best: float) -> None:
+            bar = self._bar
+            if bar.total != goal:
+                bar.total = goal
+            bar.n = done
+            bar.set_postfix_str(f"best {best:.3f}x copy" if math.isfinite(best) else "", refresh=False)
+            bar.refresh()
+
+        return hook
+
+    def close(self, *_: object) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
