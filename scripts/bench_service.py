@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import numpy as np
@@ -64,57 +65,95 @@ def queries(count: int, seed: int = 0) -> list[dict[str, object]]:
     return out
 
 
-async def closed_loop(url: str, clients: int, seconds: float) -> tuple[list[float], int, float]:
+def request_bytes(params: dict[str, object]) -> bytes:
+    return f"GET /best?{urlencode(params)} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+
+
+class Connection:
+    """A keep-alive HTTP/1.1 connection with a minimal client (little CPU next to the server)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        return cls(*await asyncio.open_connection("127.0.0.1", port))
+
+    async def get(self, request: bytes) -> int:
+        self.writer.write(request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        await self.reader.readexactly(length)
+        return int(head.split(b" ", 2)[1])
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def closed_loop(port: int, clients: int, seconds: float) -> tuple[list[float], int, float]:
+    """`clients` connections, each sending its next request as soon as the last is answered."""
     latencies: list[float] = []
     errors = 0
-    work = queries(2000)
+    work = [request_bytes(q) for q in queries(2000)]
     deadline = time.perf_counter() + seconds
 
     async def client(k: int) -> None:
         nonlocal errors
-        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
-            i = k
-            while time.perf_counter() < deadline:
-                t0 = time.perf_counter()
-                r = await http.get("/best", params=work[i % len(work)])
-                latencies.append(time.perf_counter() - t0)
-                errors += r.status_code != 200
-                i += clients
+        conn = await Connection.open(port)
+        i = k
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            status = await conn.get(work[i % len(work)])
+            latencies.append(time.perf_counter() - t0)
+            errors += status != 200
+            i += clients
+        conn.close()
 
     started = time.perf_counter()
     await asyncio.gather(*(client(k) for k in range(clients)))
     return latencies, errors, time.perf_counter() - started
 
 
-async def open_loop(url: str, rate: float, seconds: float) -> tuple[list[float], int, float]:
+async def open_loop(port: int, rate: float, seconds: float, pool: int = 32) -> tuple[list[float], int, float]:
+    """Requests scheduled at a fixed rate over a pool of connections; latency counts from the
+    scheduled time, so queueing behind a slow answer is included."""
     latencies: list[float] = []
     errors = 0
-    work = queries(2000, seed=1)
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    async with httpx.AsyncClient(base_url=url, timeout=10, limits=limits) as http:
+    work = [request_bytes(q) for q in queries(2000, seed=1)]
+    idle: asyncio.Queue[Connection] = asyncio.Queue()
+    for _ in range(pool):
+        idle.put_nowait(await Connection.open(port))
 
-        async def one(i: int) -> None:
-            nonlocal errors
-            t0 = time.perf_counter()
-            r = await http.get("/best", params=work[i % len(work)])
-            latencies.append(time.perf_counter() - t0)
-            errors += r.status_code != 200
+    async def one(i: int, scheduled: float) -> None:
+        nonlocal errors
+        conn = await idle.get()
+        status = await conn.get(work[i % len(work)])
+        latencies.append(time.perf_counter() - scheduled)
+        errors += status != 200
+        idle.put_nowait(conn)
 
-        tasks = []
-        started = time.perf_counter()
-        for i in range(int(rate * seconds)):
-            delay = started + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(i)))
-        await asyncio.gather(*tasks)
-    return latencies, errors, time.perf_counter() - started
+    tasks = []
+    started = time.perf_counter()
+    for i in range(int(rate * seconds)):
+        scheduled = started + i / rate
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(i, scheduled)))
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - started
+    while not idle.empty():
+        idle.get_nowait().close()
+    return latencies, errors, elapsed
 
 
 def row(name: str, latencies: list[float], errors: int, elapsed: float) -> str:
     ms = np.array(latencies) * 1e3
     return (
-        f"{name:<28} {len(ms):>8} {len(ms) / elapsed:>9.0f} {np.percentile(ms, 50):>8.2f} "
+        f"{name:<28} {len(ms):>8} {len(ms) / elapsed:>8.0f} {np.percentile(ms, 50):>8.2f} "
         f"{np.percentile(ms, 99):>8.2f} {ms.max():>8.2f} {errors:>6}"
     )
 
@@ -136,9 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         for gpu, rows in frame.groupby("gpu"):
             write_table(rows, directory, f"synthetic-{gpu}")
+        groups = frame.groupby(["gpu", "B", "T", "NH", "NH_KV", "HD", "dtype"]).ngroups
         print(
-            f"synthetic store: {len(frame):,} trials, {frame.groupby(['gpu', 'B', 'T', 'NH', 'NH_KV', 'HD', 'dtype']).ngroups} "
-            f"tuned shapes, written in {time.perf_counter() - t0:.1f} s"
+            f"synthetic store: {len(frame):,} trials, {groups} tuned shapes, written in "
+            f"{time.perf_counter() - t0:.1f} s"
         )
         store = ResultsStore(directory)
         loads = []
@@ -176,20 +216,18 @@ def main(argv: list[str] | None = None) -> int:
                     print("the server did not become ready", file=sys.stderr)
                     return 1
                 time.sleep(0.2)
-            asyncio.run(closed_loop(url, 4, 2.0))  # warm-up: fills the per-index answer memo
-            print(
-                f"\nGET /best against python -m service on {os.cpu_count()} cores (client on the same machine)"
-            )
-            print(
-                f"{'scenario':<28} {'requests':>8} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'errors':>6}"
-            )
+            asyncio.run(closed_loop(port, 4, 2.0))  # warm-up: fills the per-index answer memo
+            print(f"\nGET /best against python -m service, {os.cpu_count()} cores shared with the client;")
+            print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+            header = ("scenario", "requests", "req/s", "p50 ms", "p99 ms", "max ms", "errors")
+            print(f"{header[0]:<28} " + " ".join(f"{h:>8}" for h in header[1:]))
             for rate in (100, 300, 500):
-                print(row(f"open loop {rate} req/s", *asyncio.run(open_loop(url, rate, args.seconds))))
+                print(row(f"open loop {rate} req/s", *asyncio.run(open_loop(port, rate, args.seconds))))
             for clients in (1, 8, 32):
                 print(
                     row(
                         f"closed loop {clients} clients",
-                        *asyncio.run(closed_loop(url, clients, args.seconds)),
+                        *asyncio.run(closed_loop(port, clients, args.seconds)),
                     )
                 )
         finally:
@@ -200,10 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     table = leave_one_out(exhaustive)
     s = summarize(table)
     print(
-        f"\nleave-one-out on an exhaustive synthetic store ({len(exhaustive):,} trials, {s.shapes} tuned shapes):"
+        f"\nleave-one-out on an exhaustive synthetic store ({len(exhaustive):,} trials, "
+        f"{s.shapes} tuned shapes):"
     )
     print(
-        f"  answered {s.answered}/{s.shapes}; served configuration measured at the held-out shape: {s.measured}"
+        f"  answered {s.answered}/{s.shapes}; served configuration measured at the held-out shape: "
+        f"{s.measured}"
     )
     print(
         f"  slow-down vs the real optimum: median {s.median_slowdown:.3f}x, worst {s.worst_slowdown:.3f}x, "
