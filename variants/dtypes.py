@@ -19,11 +19,13 @@ class DType:
     def tolerance(self, nrep: int, max_abs_input: float) -> tuple[float, float]:
         """(atol, rtol) for a kernel that sums nrep values in fp32 and rounds once to this type.
 
-        rtol: two roundings of the result; atol: the fp32 accumulation error of nrep terms,
-        which matters where the sum cancels to near zero.
+        rtol: two roundings of the result in this type. atol: the worst fp32 accumulation
+        error of nrep terms (each addition errs by at most u * |partial sum| <= u * nrep * max),
+        which dominates where the sum cancels to near zero. A wrong element, a stale poison
+        value or a NaN misses by far more than either.
         """
         fp32_u = 2.0**-24
-        atol = 2.0 * nrep * fp32_u * max(max_abs_input, 1.0) + 1e-30
+        atol = nrep * nrep * fp32_u * max(max_abs_input, 1.0)
         return atol, 2.0 * self.unit_roundoff
 
     @property

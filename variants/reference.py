@@ -126,3 +126,37 @@ def validate(
             b, t, head, d = decode_index(i, shape)
             first.append(Mismatch(i, b, t, head, d, float(expected[i]), float(got[i])))
     return Validation(checked=int(got.size), bad=bad, atol=atol, rtol=rtol, first=first)
+
+
+def validate_output(
+    dinp: Any, dout: Any, shape: Shape, dtype: DType, xp: Any = np, chunk_elements: int = 2**26
+) -> Validation:
+    """Check a kernel's dinp (storage array) against the float64 reference of dout (storage),
+    token chunk by token chunk so a shape of billions of elements needs little extra memory."""
+    token_elements = 3 * shape.NH * shape.HD
+    per_chunk = max(1, chunk_elements // token_elements)
+    dout_rows = dout.reshape(shape.tokens, token_elements)
+    dinp_rows = dinp.reshape(shape.tokens, shape.heads_in * shape.HD)
+    checked = bad = 0
+    first: list[Mismatch] = []
+    atol = rtol = 0.0
+    for start in range(0, shape.tokens, per_chunk):
+        stop = min(start + per_chunk, shape.tokens)
+        part = Shape(1, stop - start, shape.NH, shape.NH_KV, shape.HD)
+        values = decode(dout_rows[start:stop], dtype, xp)
+        result = validate(
+            decode(dinp_rows[start:stop], dtype, xp),
+            reference(values, part, xp),
+            part,
+            dtype,
+            float(xp.abs(values).max()),
+            xp,
+        )
+        checked += result.checked
+        bad += result.bad
+        atol, rtol = max(atol, result.atol), result.rtol
+        offset = start * shape.heads_in * shape.HD
+        for m in result.first[: MAX_REPORTED - len(first)]:
+            index = m.index + offset
+            first.append(Mismatch(index, *decode_index(index, shape), m.expected, m.got))
+    return Validation(checked=checked, bad=bad, atol=atol, rtol=rtol, first=first)

@@ -4,25 +4,27 @@
 //
 // Blocks [0, q_blocks) copy the query words: q runs over (token, h < NH, d < HDV), the same
 // offset off = q % (NH*HDV) in the token's dout row (3*NH*HDV words) and dinp row
-// (heads_in*HDV words). Each thread takes ITEMS words blockDim.x apart (coalesced per warp).
+// (heads_in*HDV words). Each thread takes ITEMS words BLOCK apart (coalesced per warp).
 //
 // The other blocks reduce: k runs over (token, j < 2*NH_KV, d < HDV); dinp word
 // (token, NH + j, d) sums dout words (token, NH + j*NREP + r, d), r < NREP (see common.cuh).
 // A thread takes KV_ITEMS = max(1, ITEMS / NREP) outputs, so it too keeps about ITEMS loads in
-// flight; the replicas are loaded in groups of at most 16 words to bound register use.
-template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int LOAD, int STORE, typename I>
-__global__ void repkv_split(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
+// flight; the replicas are loaded in groups of at most 8 words to bound register use.
+// BLOCK (= blockDim.x) is a template argument too: __launch_bounds__ keeps the register count
+// launchable at 1024 threads, and the index math multiplies by a constant.
+template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int BLOCK, int LOAD, int STORE, typename I>
+__global__ void __launch_bounds__(BLOCK, 1) repkv_split(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
     constexpr int KV_ITEMS = ITEMS >= NREP ? ITEMS / NREP : 1;
-    constexpr int GROUP = NREP < 16 ? NREP : 16;
+    constexpr int GROUP = NREP < 8 ? NREP : 8;
     const W* src = reinterpret_cast<const W*>(dout);
     W* dst = reinterpret_cast<W*>(dinp);
     const I tokens = I(B) * T_;
     const I heads_in = NH + 2 * NH_KV;
     const I q_row = I(NH) * HDV;  // query words per token
     const I q_words = tokens * q_row;
-    const I q_per_block = I(blockDim.x) * ITEMS;
+    const I q_per_block = I(BLOCK) * ITEMS;
     const I q_blocks = (q_words + q_per_block - 1) / q_per_block;
 
     if (I(blockIdx.x) < q_blocks) {
@@ -31,7 +33,7 @@ __global__ void repkv_split(T* dinp, const T* dout, int B, int T_, int NH, int N
         I to[ITEMS];
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
-            const I q = base + I(i) * blockDim.x;
+            const I q = base + I(i) * BLOCK;
             if (q < q_words) {
                 const I token = q / q_row;
                 const I off = q - token * q_row;
@@ -41,14 +43,14 @@ __global__ void repkv_split(T* dinp, const T* dout, int B, int T_, int NH, int N
         }
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
-            if (base + I(i) * blockDim.x < q_words) store_word<STORE>(dst + to[i], w[i]);
+            if (base + I(i) * BLOCK < q_words) store_word<STORE>(dst + to[i], w[i]);
         }
         return;
     }
 
     const I kv_row = I(2) * NH_KV * HDV;  // K and V words per token of dinp
     const I kv_words = tokens * kv_row;
-    const I base = (I(blockIdx.x) - q_blocks) * blockDim.x * KV_ITEMS + threadIdx.x;
+    const I base = (I(blockIdx.x) - q_blocks) * BLOCK * KV_ITEMS + threadIdx.x;
     float acc[KV_ITEMS][V::N] = {};
     I to[KV_ITEMS];
 #pragma unroll
@@ -56,7 +58,7 @@ __global__ void repkv_split(T* dinp, const T* dout, int B, int T_, int NH, int N
         W w[KV_ITEMS][GROUP];
 #pragma unroll
         for (int i = 0; i < KV_ITEMS; i++) {
-            const I k = base + I(i) * blockDim.x;
+            const I k = base + I(i) * BLOCK;
             if (k < kv_words) {
                 const I token = k / kv_row;
                 const I rem = k - token * kv_row;  // (j, d) within the token
@@ -74,12 +76,12 @@ __global__ void repkv_split(T* dinp, const T* dout, int B, int T_, int NH, int N
         for (int i = 0; i < KV_ITEMS; i++) {
 #pragma unroll
             for (int r = 0; r < GROUP; r++) {
-                if (r0 + r < NREP && base + I(i) * blockDim.x < kv_words) V::accumulate(acc[i], w[i][r]);
+                if (r0 + r < NREP && base + I(i) * BLOCK < kv_words) V::accumulate(acc[i], w[i][r]);
             }
         }
     }
 #pragma unroll
     for (int i = 0; i < KV_ITEMS; i++) {
-        if (base + I(i) * blockDim.x < kv_words) store_word<STORE>(dst + to[i], V::pack(acc[i]));
+        if (base + I(i) * BLOCK < kv_words) store_word<STORE>(dst + to[i], V::pack(acc[i]));
     }
 }

@@ -26,7 +26,9 @@ class Split(Family):
     name = "split"
     doc = "Q-copy and K/V-sum blocks apart; HD, nrep compile-time; ITEMS loads in flight"
     params = (
-        Param("block", BLOCK_SIZES, "threads per block"),
+        # 1024 is left out: __launch_bounds__(1024) caps a thread at 64 registers, and with
+        # several 16-byte words in flight that spills (seen in `python -m tuner check`).
+        Param("block", BLOCK_SIZES[:-1], "threads per block (a template argument)"),
         Param("vec_bytes", (8, 16), "bytes per load and store"),
         Param("items", (1, 2, 4, 8), "vector loads in flight per thread"),
         Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),
@@ -59,6 +61,7 @@ class Split(Family):
             str(words_per_head),
             str(shape.nrep),
             str(p["items"]),
+            str(p["block"]),
             *hint_codes(p),
             index_type(largest),
         ]

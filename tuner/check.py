@@ -1,0 +1,93 @@
+"""`python -m tuner check`: compile every valid configuration with NVRTC, no GPU needed.
+
+Prints, per architecture, family and dtype, how many kernels compiled, how many failed,
+the largest register count and any spills; exits 1 if anything failed or spilled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from variants import DTYPES, FAMILIES, Shape, get_dtype, get_family
+
+# Shapes that reach every code path of the families: the seed shape, nrep = 1, NH_KV = 1,
+# odd B*T with HD = 80 and 256, T = 1 with HD = 96, and one past 2^31 elements (64-bit indices).
+CHECK_SHAPES = (
+    Shape(8, 1024, 32, 8, 128),
+    Shape(4, 512, 32, 32, 64),
+    Shape(2, 333, 16, 1, 80),
+    Shape(3, 7, 28, 4, 256),
+    Shape(5, 1, 8, 2, 96),
+    Shape(2, 65536, 64, 8, 128),
+)
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--arch", action="append", help="target, e.g. sm_90 (repeatable; default sm_90 and sm_80)"
+    )
+    parser.add_argument(
+        "--shape", action="append", type=Shape.parse, help="B=..,T=..,NH=..,NH_KV=..,HD=.. (repeatable)"
+    )
+    parser.add_argument("--dtype", action="append", choices=list(DTYPES), help="repeatable; default all")
+    parser.add_argument("--family", action="append", choices=list(FAMILIES), help="repeatable; default all")
+
+
+def main_check(args: argparse.Namespace) -> int:
+    from variants.nvrtc import NvrtcUnavailable, compile_all, nvrtc_version
+
+    archs = args.arch or ["sm_90", "sm_80"]
+    shapes = args.shape or list(CHECK_SHAPES)
+    dtypes = [get_dtype(d) for d in (args.dtype or list(DTYPES))]
+    families = [get_family(f) for f in (args.family or list(FAMILIES))]
+
+    work = []  # (family, dtype, expression)
+    rejected = 0
+    for shape in shapes:
+        for dtype in dtypes:
+            for family in families:
+                for config in family.space():
+                    if family.rejection(shape, dtype, config):
+                        rejected += 1
+                        continue
+                    work.append((family, dtype, family.name_expression(shape, dtype, config)))
+    try:
+        version = nvrtc_version()
+    except NvrtcUnavailable as exc:
+        print(f"error: {exc}")
+        return 2
+    print(
+        f"NVRTC {version}: {len(work)} valid configurations over {len(shapes)} shapes "
+        f"({rejected} rejected by constraints), {len({e for _, _, e in work})} distinct kernels"
+    )
+    failed = spilled = 0
+    for arch in archs:
+        start = time.perf_counter()
+        reports = {r.expression: r for r in compile_all([(f, e) for f, _, e in work], arch=arch)}
+        elapsed = time.perf_counter() - start
+        print(f"\n{arch}: compiled {len(reports)} kernels in {elapsed:.1f} s")
+        print(f"  {'family':<14} {'dtype':<5} {'kernels':>7} {'failed':>6} {'max regs':>8} {'spills':>6}")
+        for family in families:
+            for dtype in dtypes:
+                exprs = {e for f, d, e in work if f is family and d is dtype}
+                if not exprs:
+                    continue
+                rows = [reports[e] for e in exprs]
+                bad = [r for r in rows if not r.ok]
+                spills = [r for r in rows if r.ok and (r.spills or r.stack_bytes)]
+                regs = max((r.registers for r in rows if r.ok), default=-1)
+                print(
+                    f"  {family.name:<14} {dtype.name:<5} {len(rows):>7} {len(bad):>6} {regs:>8} {len(spills):>6}"
+                )
+                for r in bad[:3]:
+                    print(f"    FAILED {r.expression}: {r.error.splitlines()[0] if r.error else ''}")
+                for r in spills[:3]:
+                    print(
+                        f"    SPILLS {r.expression}: {r.spill_store_bytes} B stores, "
+                        f"{r.spill_load_bytes} B loads, {r.stack_bytes} B stack"
+                    )
+                failed += len(bad)
+                spilled += len(spills)
+    print(f"\n{failed} failed, {spilled} spilled")
+    return 1 if failed or spilled else 0
