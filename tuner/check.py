@@ -77,9 +77,8 @@ def main_check(args: argparse.Namespace) -> int:
                 bad = [r for r in rows if not r.ok]
                 spills = [r for r in rows if r.ok and (r.spills or r.stack_bytes)]
                 regs = max((r.registers for r in rows if r.ok), default=-1)
-                print(
-                    f"  {family.name:<14} {dtype.name:<5} {len(rows):>7} {len(bad):>6} {regs:>8} {len(spills):>6}"
-                )
+                counts = f"{len(rows):>7} {len(bad):>6} {regs:>8} {len(spills):>6}"
+                print(f"  {family.name:<14} {dtype.name:<5} {counts}")
                 for r in bad[:3]:
                     print(f"    FAILED {r.expression}: {r.error.splitlines()[0] if r.error else ''}")
                 for r in spills[:3]:

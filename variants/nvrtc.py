@@ -71,7 +71,7 @@ def include_options() -> tuple[str, ...]:
 
 def nvrtc_version() -> str:
     nvrtc = _nvrtc()
-    err, major, minor = nvrtc.nvrtcVersion()
+    major, minor = _check(nvrtc.nvrtcVersion(), "version")
     return f"{major}.{minor}"
 
 
