@@ -56,7 +56,7 @@ def random_input(shape: Shape, dtype: DType, xp: Any = np, seed: int | None = No
     if xp is np:
         values = np.random.default_rng(seed).standard_normal(shape.dout_numel, dtype=np.float32)
     else:
-        values = xp.random.default_rng(seed).standard_normal(shape.dout_numel, dtype=xp.float32)
+        values = xp.random.RandomState(seed).standard_normal(shape.dout_numel, dtype=xp.float32)
     return encode(values, dtype, xp)
 
 

@@ -1,0 +1,157 @@
+"""Measuring trials on one GPU inside this process: fresh random input, NaN-poisoned output,
+validation of every element before any timing, then CUDA-event timing."""
+
+from __future__ import annotations
+
+import platform
+import socket
+from collections.abc import Callable, Mapping
+
+import cupy as cp
+
+from tuner.gpu.kernels import CompileError, Kernels
+from tuner.gpu.timing import L2Flusher, Timing, time_device_copy, time_launches
+from tuner.runner import GpuIdentity, Measurement
+from variants import FAMILIES, Config, DType, Family, InvalidConfig, Shape
+from variants.reference import Validation, nan_bits, random_input, validate_output
+
+# Errors after which the CUDA context is unusable: the worker must die and be replaced.
+STICKY_ERRORS = (
+    "ILLEGAL_ADDRESS",
+    "IllegalAddress",
+    "LAUNCH_FAILED",
+    "LaunchFailure",
+    "MISALIGNED",
+    "Misaligned",
+    "ILLEGAL_INSTRUCTION",
+    "IllegalInstruction",
+    "HARDWARE_STACK",
+    "HardwareStack",
+    "INVALID_PC",
+    "InvalidPc",
+    "ASSERT",
+    "Assert",
+    "LAUNCH_TIMEOUT",
+)
+
+
+class StickyCudaError(RuntimeError):
+    """The context is poisoned; the measurement says what happened."""
+
+    def __init__(self, measurement: Measurement):
+        super().__init__(measurement.message)
+        self.measurement = measurement
+
+
+def is_cuda_error(exc: BaseException) -> bool:
+    return type(exc).__name__ in ("CUDADriverError", "CUDARuntimeError")
+
+
+def read_identity(device: cp.cuda.Device) -> GpuIdentity:
+    props = cp.cuda.runtime.getDeviceProperties(device.id)
+    name = props["name"]
+    driver = cp.cuda.runtime.driverGetVersion()
+    runtime = cp.cuda.runtime.runtimeGetVersion()
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        driver_text = pynvml.nvmlSystemGetDriverVersion()
+        driver_text = driver_text.decode() if isinstance(driver_text, bytes) else driver_text
+    except Exception:
+        driver_text = f"cuda {driver // 1000}.{driver % 1000 // 10}"
+    return GpuIdentity(
+        name=name.decode() if isinstance(name, bytes) else str(name),
+        compute_capability=f"{props['major']}.{props['minor']}",
+        sm_count=int(props["multiProcessorCount"]),
+        driver_version=driver_text,
+        cuda_version=f"{runtime // 1000}.{runtime % 1000 // 10}",
+        cupy_version=cp.__version__,
+        host=socket.gethostname() or platform.node(),
+    )
+
+
+class DeviceSession:
+    def __init__(self, device: int = 0, families: Mapping[str, Family] | None = None, reps: int = 50):
+        self.device = cp.cuda.Device(device)
+        self.device.use()
+        self.families = dict(FAMILIES if families is None else families)
+        self.kernels = Kernels(self.families)
+        self.flush = L2Flusher(self.device)
+        self.identity = read_identity(self.device)
+        self.reps = reps
+        self._buffers: tuple[tuple[Shape, str], cp.ndarray, cp.ndarray] | None = None
+
+    def buffers(self, shape: Shape, dtype: DType) -> tuple[cp.ndarray, cp.ndarray]:
+        key = (shape, dtype.name)
+        if self._buffers is None or self._buffers[0] != key:
+            self._buffers = None
+            cp.get_default_memory_pool().free_all_blocks()
+            dout = cp.empty(shape.dout_numel, dtype=dtype.storage)
+            dinp = cp.empty(shape.dinp_numel, dtype=dtype.storage)
+            self._buffers = (key, dout, dinp)
+        return self._buffers[1], self._buffers[2]
+
+    def release(self) -> None:
+        self._buffers = None
+        cp.get_default_memory_pool().free_all_blocks()
+
+    def launcher(self, shape: Shape, dtype: DType, config: Config) -> Callable[[], None]:
+        dout, dinp = self.buffers(shape, dtype)
+        return self.kernels.launcher(shape, dtype, config, self.identity.sm_count, dinp, dout)
+
+    def run_checked(self, shape: Shape, dtype: DType, launch: Callable[[], None]) -> Validation:
+        """Fresh random dout, dinp poisoned with NaN, one launch, every element compared."""
+        dout, dinp = self.buffers(shape, dtype)
+        dout[...] = random_input(shape, dtype, cp)
+        poison = cp.uint32 if dtype.itemsize == 4 else cp.uint16
+        dinp.view(poison).fill(nan_bits(dtype))
+        launch()
+        cp.cuda.get_current_stream().synchronize()
+        return validate_output(dinp, dout, shape, dtype, cp)
+
+    def measure(
+        self,
+        shape: Shape,
+        dtype: DType,
+        config: Config,
+        on_compiled: Callable[[], None] | None = None,
+    ) -> Measurement:
+        """One trial. Raises StickyCudaError when the context is lost (the caller must exit)."""
+        family = self.families.get(config.family)
+        if family is None:
+            return Measurement.failed("invalid", f"unknown family {config.family!r}")
+        try:
+            family.require(shape, dtype, config)
+        except InvalidConfig as exc:
+            return Measurement.failed("invalid", str(exc))
+        try:
+            launch = self.launcher(shape, dtype, config)
+        except CompileError as exc:
+            return Measurement.failed("compile_error", str(exc))
+        if on_compiled:
+            on_compiled()
+        try:
+            validation = self.run_checked(shape, dtype, launch)
+            if not validation.ok:
+                return Measurement.failed("wrong_result", validation.summary())
+            timing: Timing = time_launches(launch, self.flush, reps=self.reps)
+        except Exception as exc:
+            if not is_cuda_error(exc):
+                raise
+            message = f"{type(exc).__name__}: {exc}"
+            if any(marker in message for marker in STICKY_ERRORS):
+                raise StickyCudaError(Measurement.failed("crash", message)) from exc
+            return Measurement.failed("launch_error", message)
+        return Measurement(
+            status="ok",
+            time_ms=timing.median_ms,
+            p20_ms=timing.p20_ms,
+            p80_ms=timing.p80_ms,
+            reps=timing.reps,
+        )
+
+    def copy_ms(self, shape: Shape, dtype: DType) -> float:
+        """Median time of a device copy of half the kernel's bytes (so as many read and written)."""
+        self.release()
+        return time_device_copy(shape.bytes_moved(dtype) // 2, self.flush, reps=self.reps).median_ms
