@@ -1,0 +1,129 @@
+"""Offline compilation with NVRTC (no GPU): every valid configuration compiles without
+spills, and the PTX shows the loads and stores each family promises."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+from tuner.check import CHECK_SHAPES, main_check
+from variants import DTYPES, FAMILIES, Config, Shape
+from variants.family import Family, Launch
+
+nvrtc = pytest.importorskip("variants.nvrtc")
+try:
+    nvrtc.nvrtc_version()
+except nvrtc.NvrtcUnavailable as exc:  # pragma: no cover - CI installs the nvrtc extra
+    pytest.skip(str(exc), allow_module_level=True)
+
+SEED = Shape(8, 1024, 32, 8, 128)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_whole_space_compiles_without_spills(arch: str, capsys: pytest.CaptureFixture[str]) -> None:
+    args = argparse.Namespace(arch=[arch], shape=None, dtype=None, family=None)
+    assert main_check(args) == 0
+    out = capsys.readouterr().out
+    assert f"{len(CHECK_SHAPES)} shapes" in out
+    assert "0 failed, 0 spilled" in out
+
+
+def global_memory_ops(family_name: str, dtype: str, config: Config, shape: Shape = SEED) -> set[str]:
+    family = FAMILIES[family_name]
+    expression = family.name_expression(shape, DTYPES[dtype], config)
+    (report,) = nvrtc.compile_expressions(family, [expression], keep_ptx=True)
+    assert report.ok and report.ptx, report.error
+    return set(re.findall(r"\b(?:ld|st)\.global[.\w]*", report.ptx))
+
+
+def access_bytes(op: str) -> int:
+    """Bytes one PTX global access moves: ld.global.cs.v4.u32 -> 16."""
+    lanes = re.search(r"\.v(\d)\.", op)
+    bits = re.search(r"(\d+)$", op)
+    assert bits, op
+    return (int(lanes.group(1)) if lanes else 1) * int(bits.group(1)) // 8
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize(
+    ("load", "store", "ld", "st"),
+    [
+        ("plain", "plain", "ld.global.v4", "st.global.v4"),
+        ("ldg", "stcs", "ld.global.nc.v4", "st.global.cs.v4"),
+        ("ldcs", "plain", "ld.global.cs.v4", "st.global.v4"),
+    ],
+)
+@pytest.mark.parametrize(
+    "config",
+    [
+        Config.of("vec", block=256, vec_bytes=16, load="x", store="x"),
+        Config.of("warp_per_head", warps=4, vec_bytes=16, load="x", store="x"),
+        Config.of("split", block=256, vec_bytes=16, items=4, load="x", store="x"),
+    ],
+    ids=lambda c: c.family,
+)
+def test_vector_families_issue_128_bit_loads_and_stores(dtype, load, store, ld, st, config: Config) -> None:
+    config = Config.of(config.family, **{**config.values, "load": load, "store": store})
+    ops = global_memory_ops(config.family, dtype, config)
+    loads = {op for op in ops if op.startswith("ld.")}
+    stores = {op for op in ops if op.startswith("st.")}
+    assert loads and all(op.startswith(ld) for op in loads), ops
+    assert stores and all(op.startswith(st) for op in stores), ops
+    assert {access_bytes(op) for op in ops} == {16}, ops
+
+
+def test_narrower_words_and_the_scalar_baseline() -> None:
+    ops = global_memory_ops(
+        "vec", "bf16", Config.of("vec", block=128, vec_bytes=8, load="plain", store="plain")
+    )
+    assert ops and {access_bytes(op) for op in ops} == {8}, ops  # v2.u32 or v4.u16
+    naive = global_memory_ops("naive", "fp32", Config.of("naive", block=128))
+    assert {op for op in naive if op.startswith("ld.")} == {"ld.global.cs.f32"}  # llm.c's __ldcs
+
+
+class Broken(Family):
+    name = "broken"
+    doc = "a template that does not compile"
+    params = ()
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @property
+    def template_path(self) -> Path:
+        return self.path
+
+    def template_args(self, shape, dtype, p):
+        return [dtype.ctype]
+
+    def launch(self, shape, dtype, p, sm_count):
+        return Launch(1, 32)
+
+
+def test_compile_failures_are_reported_one_by_one(tmp_path: Path) -> None:
+    cu = tmp_path / "broken.cu"
+    cu.write_text(
+        "template <typename T> __global__ void repkv_broken(T* a) {"
+        ' static_assert(sizeof(T) != 2, "planted: no 16-bit types"); a[0] = a[1]; }\n'
+    )
+    family = Broken(cu)
+    reports = nvrtc.compile_expressions(family, ["repkv_broken<float>", "repkv_broken<__half>"])
+    by_expr = {r.expression: r for r in reports}
+    assert by_expr["repkv_broken<float>"].ok
+    assert not by_expr["repkv_broken<__half>"].ok
+    assert "planted: no 16-bit types" in by_expr["repkv_broken<__half>"].error
+
+
+def test_ptxas_log_parsing() -> None:
+    log = (
+        "ptxas info    : Compiling entry function '_Z3fooPf' for 'sm_90'\n"
+        "ptxas info    : Function properties for _Z3fooPf\n"
+        "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 40 registers, used 0 barriers\n"
+    )
+    assert nvrtc.parse_ptxas_log(log) == {
+        "_Z3fooPf": {"registers": 40, "stack": 8, "spill_store": 4, "spill_load": 4}
+    }
