@@ -1,0 +1,66 @@
+"""On the GPU: every planted fault becomes a measurement with its status and an infinite
+time, the worker is replaced after a hang or a crash, and later trials still measure."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from faulty_family import FAULTY
+
+from variants import BASELINE, DTYPES, FAMILIES, Config, Shape
+
+pytestmark = pytest.mark.gpu
+
+SHAPE = Shape(2, 64, 8, 2, 32)
+
+
+@pytest.fixture(scope="module")
+def runner():
+    from tuner.gpu.runner import GpuRunner
+
+    with GpuRunner(timeout_s=5.0, families={**FAMILIES, "faulty": FAULTY}, reps=10) as r:
+        yield r
+
+
+def measure(runner, mode: str):
+    return runner.measure(SHAPE, DTYPES["fp32"], Config.of("faulty", mode=mode))
+
+
+def test_identity(runner) -> None:
+    assert runner.identity.sm_count > 0
+    assert runner.identity.compute_capability.count(".") == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "restarts"),
+    [
+        ("ok", "ok", 0),
+        ("compile", "compile_error", 0),
+        ("launch", "launch_error", 0),
+        ("wrong", "wrong_result", 0),
+        ("crash", "crash", 1),
+        ("ok", "ok", 0),
+        ("hang", "timeout", 1),
+        ("ok", "ok", 0),
+    ],
+)
+def test_each_fault_is_recorded_and_the_runner_goes_on(runner, mode: str, status: str, restarts: int) -> None:
+    before = runner.restarts
+    result = measure(runner, mode)
+    assert result.status == status, result.message
+    assert runner.restarts - before == restarts
+    if status == "ok":
+        assert 0 < result.time_ms < math.inf and result.p20_ms <= result.time_ms <= result.p80_ms
+    else:
+        assert result.time_ms == math.inf and result.message
+    if status == "compile_error":
+        assert "planted compile error" in result.message
+    if status == "wrong_result":
+        assert "expected" in result.message and "dinp[b=" in result.message
+
+
+def test_real_families_measure_after_faults(runner) -> None:
+    result = runner.measure(SHAPE, DTYPES["bf16"], BASELINE)
+    assert result.ok, result.message
+    assert runner.copy_time(SHAPE, DTYPES["bf16"]) > 0
