@@ -12,7 +12,7 @@
 // flight; the replicas are loaded in groups of at most 8 words to bound register use.
 // BLOCK (= blockDim.x) is a template argument too: __launch_bounds__ keeps the register count
 // launchable at 1024 threads, and the index math multiplies by a constant.
-template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int BLOCK, int LOAD, int STORE, typename I>
+template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int BLOCK, int MIXED, int LOAD, int STORE, typename I>
 __global__ void __launch_bounds__(BLOCK, 1) repkv_split(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
@@ -27,8 +27,24 @@ __global__ void __launch_bounds__(BLOCK, 1) repkv_split(T* dinp, const T* dout, 
     const I q_per_block = I(BLOCK) * ITEMS;
     const I q_blocks = (q_words + q_per_block - 1) / q_per_block;
 
-    if (I(blockIdx.x) < q_blocks) {
-        const I base = I(blockIdx.x) * q_per_block + threadIdx.x;
+    // Which blocks copy and which reduce. MIXED = 0: the q_blocks copy blocks come first.
+    // MIXED = 1: copy blocks are spread evenly over the grid (block i copies iff
+    // floor((i+1)*q/G) > floor(i*q/G), being copy block floor(i*q/G)), so that at any moment
+    // the GPU both copies (1 read : 1 write) and reduces (NREP reads : 1 write).
+    I role_q, index;
+    if constexpr (MIXED) {
+        const unsigned long long grid = gridDim.x, i = blockIdx.x;
+        const I before = I(i * (unsigned long long)q_blocks / grid);
+        const I after = I((i + 1) * (unsigned long long)q_blocks / grid);
+        role_q = after > before;
+        index = role_q ? before : I(i) - before;
+    } else {
+        role_q = I(blockIdx.x) < q_blocks;
+        index = role_q ? I(blockIdx.x) : I(blockIdx.x) - q_blocks;
+    }
+
+    if (role_q) {
+        const I base = index * q_per_block + threadIdx.x;
         W w[ITEMS];
         I to[ITEMS];
 #pragma unroll
@@ -50,7 +66,7 @@ __global__ void __launch_bounds__(BLOCK, 1) repkv_split(T* dinp, const T* dout, 
 
     const I kv_row = I(2) * NH_KV * HDV;  // K and V words per token of dinp
     const I kv_words = tokens * kv_row;
-    const I base = (I(blockIdx.x) - q_blocks) * BLOCK * KV_ITEMS + threadIdx.x;
+    const I base = index * BLOCK * KV_ITEMS + threadIdx.x;
     float acc[KV_ITEMS][V::N] = {};
     I to[KV_ITEMS];
 #pragma unroll
