@@ -2,17 +2,17 @@
 // and NREP compile-time constants, so that every index division but two is by a constant
 // and every load of a thread is issued before its first store.
 //
-// Blocks [0, q_blocks) copy the query words: q runs over (token, h < NH, d < HDV), the same
-// offset off = q % (NH*HDV) in the token's dout row (3*NH*HDV words) and dinp row
+// Copy blocks (q_blocks of them) copy the query words: q runs over (token, h < NH, d < HDV),
+// the same offset off = q % (NH*HDV) in the token's dout row (3*NH*HDV words) and dinp row
 // (heads_in*HDV words). Each thread takes ITEMS words BLOCK apart (coalesced per warp).
 //
-// The other blocks reduce: k runs over (token, j < 2*NH_KV, d < HDV); dinp word
+// Reduce blocks: k runs over (token, j < 2*NH_KV, d < HDV); dinp word
 // (token, NH + j, d) sums dout words (token, NH + j*NREP + r, d), r < NREP (see common.cuh).
 // A thread takes KV_ITEMS = max(1, ITEMS / NREP) outputs, so it too keeps about ITEMS loads in
 // flight; the replicas are loaded in groups of at most 8 words to bound register use.
 // BLOCK (= blockDim.x) is a template argument too: __launch_bounds__ keeps the register count
 // launchable at 1024 threads, and the index math multiplies by a constant.
-template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int BLOCK, int MIXED, int LOAD, int STORE, typename I>
+template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int BLOCK, int LOAD, int STORE, typename I>
 __global__ void __launch_bounds__(BLOCK, 1) repkv_split(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
@@ -27,21 +27,15 @@ __global__ void __launch_bounds__(BLOCK, 1) repkv_split(T* dinp, const T* dout, 
     const I q_per_block = I(BLOCK) * ITEMS;
     const I q_blocks = (q_words + q_per_block - 1) / q_per_block;
 
-    // Which blocks copy and which reduce. MIXED = 0: the q_blocks copy blocks come first.
-    // MIXED = 1: copy blocks are spread evenly over the grid (block i copies iff
-    // floor((i+1)*q/G) > floor(i*q/G), being copy block floor(i*q/G)), so that at any moment
-    // the GPU both copies (1 read : 1 write) and reduces (NREP reads : 1 write).
-    I role_q, index;
-    if constexpr (MIXED) {
-        const unsigned long long grid = gridDim.x, i = blockIdx.x;
-        const I before = I(i * (unsigned long long)q_blocks / grid);
-        const I after = I((i + 1) * (unsigned long long)q_blocks / grid);
-        role_q = after > before;
-        index = role_q ? before : I(i) - before;
-    } else {
-        role_q = I(blockIdx.x) < q_blocks;
-        index = role_q ? I(blockIdx.x) : I(blockIdx.x) - q_blocks;
-    }
+    // Copy blocks are spread evenly over the grid rather than run first: block i copies iff
+    // floor((i+1)*q/G) > floor(i*q/G), as copy block floor(i*q/G), else it is reduce block
+    // i - floor(i*q/G). So at any moment the GPU both copies (1 read : 1 write) and reduces
+    // (NREP reads : 1 write); on an H200 that ran 4-6% faster than all copy blocks first.
+    const unsigned long long grid = gridDim.x, blk = blockIdx.x;
+    const I before = I(blk * (unsigned long long)q_blocks / grid);
+    const I after = I((blk + 1) * (unsigned long long)q_blocks / grid);
+    const bool role_q = after > before;
+    const I index = role_q ? before : I(blk) - before;
 
     if (role_q) {
         const I base = index * q_per_block + threadIdx.x;

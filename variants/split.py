@@ -31,7 +31,6 @@ class Split(Family):
         Param("block", BLOCK_SIZES[:-1], "threads per block (a template argument)"),
         Param("vec_bytes", (8, 16), "bytes per load and store"),
         Param("items", (1, 2, 4, 8), "vector loads in flight per thread"),
-        Param("mixed", (0, 1), "1: copy blocks spread among the reduce blocks; 0: copy blocks first"),
         Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),
         Param("store", STORE_HINTS, "global store: plain or __stcs"),
     )
@@ -63,7 +62,6 @@ class Split(Family):
             str(shape.nrep),
             str(p["items"]),
             str(p["block"]),
-            str(p["mixed"]),
             *hint_codes(p),
             index_type(largest),
         ]
