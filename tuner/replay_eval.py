@@ -112,7 +112,7 @@ def summary(results: list[EvalResult]) -> pd.DataFrame:
     grouped = frame.groupby(["sampler", "shape", "dtype"], sort=True)["trials"]
     return grouped.agg(
         median="median",
-        p80=lambda s: s.quantile(0.8),
+        p80=lambda s: s.quantile(0.8, interpolation="higher"),
         worst="max",
         seeds="count",
     ).reset_index()

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import random
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -58,6 +60,9 @@ STALE_CLAIM_S = 600.0
 # How many trials one process may ask per configuration it still has to measure
 # (duplicates and invalid combinations cost a trial but no measurement).
 ASKS_PER_CONFIG = 10
+# How often (in trials) a worker rereads the whole study to see what other workers did.
+REFRESH_EVERY = 10
+GRID_CHUNK = 16
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,8 @@ class StudyLoop:
         }
         self.progress = progress
         self.in_study: set[str] = set()
+        self._stopped = False
+        self.unavailable: set[str] = set()  # missing from a recording: never measurable here
         self.outcome: StudyOutcome | None = None
 
     # --- the study --------------------------------------------------------------------
@@ -202,25 +209,18 @@ class StudyLoop:
             load_if_exists=True,
         )
 
-    def _enqueue(self, study: optuna.Study, done: Mapping[str, float]) -> int:
-        """Queue llm.c's configuration first; for a grid, every configuration not yet done.
-        Returns how many trials were queued."""
-        wanted = [BASELINE] if BASELINE in self.space else []
-        if self.plan.sampler == "grid":
-            wanted += [c for c in self.space.configs if c != BASELINE]
+    def _enqueue(self, study: optuna.Study, configs: list[Config]) -> int:
+        """Queue configs (skipping those already queued or running). Returns how many."""
         pending = {
             json.dumps(t.system_attrs.get("fixed_params", t.params), sort_keys=True)
             for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
         }
         queued = 0
-        for config in wanted:
+        for config in configs:
             params = self.space.params_of(config)
-            if config.key in done or config.key in self.known:
-                continue
-            if json.dumps(params, sort_keys=True) in pending:
-                continue
-            study.enqueue_trial(params)
-            queued += 1
+            if json.dumps(params, sort_keys=True) not in pending:
+                study.enqueue_trial(params)
+                queued += 1
         return queued
 
     def goal(self) -> int:
@@ -243,32 +243,75 @@ class StudyLoop:
                 self.in_study.add(key)
             goal = self.goal()
             if self.space.configs and not self._finished(done, goal):
-                queued = self._enqueue(study, done)
-                asks = queued + ASKS_PER_CONFIG * max(goal - len(done), 1)
-                study.optimize(
-                    self._objective(study, copy_ms, outcome),
-                    n_trials=asks,
-                    timeout=plan.timeout_s,
-                    callbacks=[self._after_trial(goal)],
-                    catch=(),
-                    gc_after_trial=False,
-                )
+                objective = self._objective(study, copy_ms, outcome)
+                callback = self._after_trial(goal)
+                if plan.sampler == "grid":
+                    self._grid(study, objective, callback, done)
+                else:
+                    known = done.keys() | self.known.keys()
+                    fresh = BASELINE in self.space and BASELINE.key not in known
+                    queued = self._enqueue(study, [BASELINE] if fresh else [])
+                    study.optimize(
+                        objective,
+                        n_trials=queued + ASKS_PER_CONFIG * max(goal - len(done), 1),
+                        timeout=plan.timeout_s,
+                        callbacks=[callback],
+                        catch=(),
+                        gc_after_trial=False,
+                    )
         for key, row in self.known.items():
             outcome.rows.setdefault(key, row)
         return outcome
 
+    def _grid(self, study: optuna.Study, objective, callback, done: Mapping[str, float]) -> None:
+        """Every valid configuration, llm.c's first, queued a chunk at a time (a long queue
+        of waiting trials makes every storage read slow). Workers shuffle differently, so
+        that two of them rarely queue the same chunk."""
+        rest = [c for c in self.space.configs if c != BASELINE]
+        random.Random(f"{self.plan.seed}-{os.getpid()}").shuffle(rest)
+        todo = ([BASELINE] if BASELINE in self.space else []) + rest
+        todo = [c for c in todo if c.key not in done and c.key not in self.known]
+        deadline = None if self.plan.timeout_s is None else time.monotonic() + self.plan.timeout_s
+        while todo:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            chunk, todo = todo[:GRID_CHUNK], todo[GRID_CHUNK:]
+            chunk = [c for c in chunk if c.key not in self.in_study]
+            queued = self._enqueue(study, chunk)
+            if not queued:
+                continue
+            study.optimize(
+                objective,
+                n_trials=queued,
+                timeout=None if deadline is None else max(deadline - time.monotonic(), 0.001),
+                callbacks=[callback],
+                catch=(),
+                gc_after_trial=False,
+            )
+            if self._stopped:
+                break
+
     def _finished(self, done: Mapping[str, float], goal: int) -> bool:
-        if len(done) >= goal:
+        if len(done.keys() | self.unavailable) >= goal:
             return True
         target = self.plan.target_value
         return target is not None and min(done.values(), default=math.inf) <= target
 
     def _after_trial(self, goal: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+        seen: dict[str, float] = {}
+
         def callback(study: optuna.Study, trial: FrozenTrial) -> None:
-            done = distinct_done(study)
+            # What this process finished, and every REFRESH trials what all workers did
+            # (reading every trial of a shared storage after each one is slow).
+            key = trial.user_attrs.get(ATTR_KEY)
+            if trial.state == TrialState.COMPLETE and key is not None and trial.value is not None:
+                seen[key] = trial.value
+            if trial.number % REFRESH_EVERY == 0 or len(seen.keys() | self.unavailable) >= goal:
+                seen.update(distinct_done(study))
             if self.progress is not None:
-                self.progress(min(len(done), goal), goal, min(done.values(), default=math.inf))
-            if self._finished(done, goal):
+                self.progress(min(len(seen), goal), goal, min(seen.values(), default=math.inf))
+            if self._finished(seen, goal):
+                self._stopped = True
                 study.stop()
 
         return callback
@@ -303,6 +346,7 @@ class StudyLoop:
             measurement = self._measure(config)
             if measurement.status == STATUS_MISSING:
                 outcome.missing += 1
+                self.unavailable.add(key)
                 trial.set_user_attr(ATTR_STATUS, STATUS_MISSING)
                 raise optuna.TrialPruned(measurement.message)
             info = StudyInfo(

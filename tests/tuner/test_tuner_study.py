@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import optuna
+import pytest
+import tuner_fakes as F
+
+from results.store import load_results
+from tuner.bench import BenchRunner
+from tuner.rows import ResultsSink
+from tuner.runner import Measurement
+from tuner.storage import make_storage
+from tuner.study import StudyLoop, StudyPlan, run_plans
+from variants import BASELINE, DTYPES, Config
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+BF16 = DTYPES["bf16"]
+
+
+def plan(**kw) -> StudyPlan:
+    base = dict(gpu="h200", shape=F.SMALL, dtype=BF16, study_name="s", sampler="tpe", seed=1, trials=15)
+    base.update(kw)
+    return StudyPlan(**base)
+
+
+def test_baseline_first_then_distinct_configs_up_to_the_budget(tmp_path) -> None:
+    runner = F.synthetic_runner()
+    sink = ResultsSink(tmp_path, "h200", "run-a")
+    outcome = StudyLoop(plan(), runner, None, run_id="run-a", sink=sink).run()
+    keys = [c.key for _, _, c in runner.calls]
+    assert keys[0] == BASELINE.key
+    assert len(keys) == len(set(keys)) == 15
+    assert [k for k, _ in outcome.measured] == keys
+    frame, _ = load_results(tmp_path)
+    assert sorted(frame["config_key"]) == sorted(keys)
+    assert set(frame["run_id"]) == {"run-a"} and set(frame["study"]) == {"s"}
+
+
+FAULTS = {
+    "compile_error": Measurement.failed("compile_error", "error: identifier undefined"),
+    "launch_error": Measurement.failed("launch_error", "too many resources requested for launch"),
+    "wrong_result": Measurement.failed("wrong_result", "max abs error 3.0 at (0,1,2)"),
+    "timeout": Measurement.failed("timeout", "kernel did not finish in 10 s; worker restarted"),
+}
+
+
+def faulty_bench(shape, dtype, config: Config) -> Measurement:
+    """Every family but split misbehaves in its own way; split raises (a crash)."""
+    if config == BASELINE:
+        return F.synthetic_bench(shape, dtype, config)
+    planted = {
+        "gather": "compile_error",
+        "vec": "launch_error",
+        "warp_per_head": "wrong_result",
+        "naive": "timeout",
+    }
+    if config.family == "split":
+        raise RuntimeError("worker died: illegal memory access")
+    return FAULTS[planted[config.family]]
+
+
+def test_every_fault_is_a_row_with_its_status_and_infinite_time_and_the_study_goes_on(tmp_path) -> None:
+    runner = BenchRunner(faulty_bench, F.IDENTITY, F.copy_ms)
+    sink = ResultsSink(tmp_path, "h200", "run-f")
+    outcome = StudyLoop(plan(sampler="grid"), runner, None, run_id="run-f", sink=sink).run()
+    frame, _ = load_results(tmp_path)
+    assert len(frame) == outcome.space_size  # all measured although most failed
+    statuses = Counter(frame["status"])
+    assert set(statuses) == {"ok", "compile_error", "launch_error", "wrong_result", "timeout", "crash"}
+    assert statuses["ok"] == 1
+    failed = frame[frame["status"] != "ok"]
+    assert failed["time_ms"].map(math.isinf).all()
+    assert failed["ratio_to_copy"].map(math.isinf).all()
+    crash = failed[failed["status"] == "crash"]["message"].iloc[0]
+    assert "illegal memory access" in crash
+    assert outcome.failures["crash"] == statuses["crash"]
+    assert outcome.best_value == pytest.approx(
+        F.synthetic_ms(F.SMALL, BF16, BASELINE) / F.copy_ms(F.SMALL, BF16)
+    )
+
+
+def test_grid_measures_every_valid_config_once_whatever_the_trial_budget(tmp_path) -> None:
+    runner = F.synthetic_runner()
+    outcome = StudyLoop(plan(sampler="grid", trials=3), runner, None).run()
+    keys = [c.key for _, _, c in runner.calls]
+    assert len(keys) == len(set(keys)) == outcome.space_size
+
+
+def test_an_interrupted_run_resumes_without_measuring_anything_twice_or_losing_rows(tmp_path) -> None:
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    calls: Counter[str] = Counter()
+
+    def bench(shape, dtype, config):
+        calls[config.key] += 1
+        if sum(calls.values()) == 7:
+            raise KeyboardInterrupt
+        return F.synthetic_bench(shape, dtype, config)
+
+    runner = BenchRunner(bench, F.IDENTITY, F.copy_ms)
+    first = ResultsSink(tmp_path, "h200", "run-1")
+    with pytest.raises(KeyboardInterrupt):
+        run_plans([plan(trials=12)], runner, make_storage(storage), run_id="run-1", sink=first)
+    assert len(load_results(tmp_path)[0]) == 6  # every finished trial is on disk
+    # Resume from the same storage and results: the interrupted config may be measured
+    # again (it was never recorded); nothing recorded is.
+    stored = load_results(tmp_path)[0]
+    second = ResultsSink(tmp_path, "h200", "run-2")
+    run_plans([plan(trials=12)], runner, make_storage(storage), run_id="run-2", sink=second, stored=stored)
+    frame, _ = load_results(tmp_path)
+    assert frame["config_key"].is_unique
+    assert frame["config_key"].nunique() == 12
+    assert set(frame["run_id"]) == {"run-1", "run-2"}
+    assert max(calls.values()) <= 2 and sum(1 for n in calls.values() if n == 2) <= 1
+
+
+def test_configs_in_the_results_store_are_answered_not_measured(tmp_path) -> None:
+    first = F.synthetic_runner()
+    sink = ResultsSink(tmp_path, "h200", "old")
+    StudyLoop(plan(trials=10, study_name="old"), first, None, run_id="old", sink=sink).run()
+    sink.close()
+    stored = load_results(tmp_path)[0]
+    # A new study (another name, another seed) proposes some of the same configs.
+    runner = F.synthetic_runner()
+    outcomes = run_plans([plan(sampler="grid", study_name="new")], runner, None, run_id="new", stored=stored)
+    measured = {c.key for _, _, c in runner.calls}
+    assert measured.isdisjoint(set(stored["config_key"]))
+    assert len(measured) + 10 == outcomes[0].space_size
+    assert len(outcomes[0].rows) == outcomes[0].space_size
+
+
+def test_a_changed_kernel_source_is_measured_again(tmp_path) -> None:
+    sink = ResultsSink(tmp_path, "h200", "old")
+    StudyLoop(plan(trials=5), F.synthetic_runner(), None, run_id="old", sink=sink).run()
+    stored = load_results(tmp_path)[0]
+    stored["source_hash"] = "0" * 16
+    runner = F.synthetic_runner()
+    run_plans([plan(trials=5, study_name="other")], runner, None, run_id="new", stored=stored)
+    assert len(runner.calls) == 5
+
+
+def test_a_finished_study_measures_nothing_more(tmp_path) -> None:
+    storage = make_storage(f"sqlite:///{tmp_path / 'o.db'}")
+    StudyLoop(plan(trials=6), F.synthetic_runner(), storage).run()
+    again = F.synthetic_runner()
+    outcome = StudyLoop(plan(trials=6), again, storage).run()
+    assert again.calls == []
+    assert len(outcome.rows) == 6
+
+
+@pytest.mark.parametrize("sampler", ["random", "qmc"])
+def test_other_samplers_run_the_same_loop(sampler: str) -> None:
+    pytest.importorskip("scipy") if sampler == "qmc" else None
+    runner = F.synthetic_runner()
+    StudyLoop(plan(sampler=sampler, trials=8), runner, None).run()
+    assert len({c.key for _, _, c in runner.calls}) == len(runner.calls) == 8
