@@ -110,7 +110,11 @@ def upgrade(table: pa.Table) -> pa.Table:
 
 def read_file(path: Path) -> pd.DataFrame:
     try:
-        table = pq.read_table(path)
+        # One open, read whole: a path given to pyarrow may be opened more than once (schema,
+        # then data) and a writer's os.replace in between would mix two versions.
+        with open(path, "rb") as handle:
+            data = handle.read()
+        table = pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
         raise CorruptResults(f"{path.name}: unreadable parquet ({exc})") from exc
     return upgrade(table).to_pandas()

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from results.best import winners
+from results.schema import COLUMNS
+from results.store import TEMP_PREFIX, load_results, to_table, write_table
+
+
+def row(**kw) -> dict:
+    base = {
+        "gpu": "h200",
+        "B": 8,
+        "T": 1024,
+        "NH": 32,
+        "NH_KV": 8,
+        "HD": 128,
+        "dtype": "bf16",
+        "family": "vec",
+        "params": json.dumps({"block": 256}, sort_keys=True),
+        "config_key": "vec[block=256]",
+        "status": "ok",
+        "time_ms": 1.0,
+        "copy_ms": 1.0,
+        "run_id": "r",
+        "timestamp": datetime(2025, 1, 1, tzinfo=timezone.utc),
+    }
+    base.update(kw)
+    return base
+
+
+def test_write_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = write_table([row()], tmp_path, "run-1")
+    assert path == tmp_path / "run-1.parquet"
+    write_table([row(), row(time_ms=2.0)], tmp_path, "run-1")
+    assert [p.name for p in tmp_path.iterdir()] == ["run-1.parquet"]
+    frame, _ = load_results(tmp_path)
+    assert len(frame) == 2 and list(frame.columns) == list(COLUMNS)
+
+
+def test_a_concurrent_reader_never_sees_a_partial_file(tmp_path: Path) -> None:
+    stop = threading.Event()
+    seen: list[int] = []
+    errors: list[str] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            frame, report = load_results(tmp_path)
+            if report.skipped:
+                errors.extend(report.skipped.values())
+            seen.append(len(frame))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for n in range(1, 40):
+            write_table([row(time_ms=float(i + 1)) for i in range(n * 50)], tmp_path, "run-1")
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    assert all(n % 50 == 0 for n in seen)
+
+
+def test_loader_skips_temporary_and_corrupt_files_and_keeps_every_good_row(tmp_path: Path, caplog) -> None:
+    write_table([row(), row(time_ms=2.0)], tmp_path / "h200", "good")
+    write_table([row(gpu="a100")], tmp_path / "a100", "other")
+    (tmp_path / "h200" / f"{TEMP_PREFIX}half.parquet").write_bytes(b"PAR1 partial")
+    (tmp_path / "h200" / "broken.parquet").write_bytes(b"not parquet at all")
+    bad_types = pa.table({"gpu": ["h200"], "B": ["eight"]})
+    pq.write_table(bad_types, tmp_path / "h200" / "badtypes.parquet")
+    with caplog.at_level(logging.WARNING):
+        frame, report = load_results(tmp_path)
+    assert len(frame) == 3
+    assert {Path(p).name for p in report.skipped} == {"broken.parquet", "badtypes.parquet"}
+    assert "skipping results file" in caplog.text
+
+
+def test_an_older_table_is_upgraded(tmp_path: Path) -> None:
+    table = to_table(__import__("pandas").DataFrame([row()]))
+    dropped = table.drop_columns(["gbps", "ratio_to_copy", "tuner_version", "host"])
+    old = dropped.replace_schema_metadata({b"repkv_tune_schema_version": b"1"})
+    pq.write_table(old, tmp_path / "old.parquet")
+    frame, report = load_results(tmp_path)
+    assert not report.skipped and len(frame) == 1
+    assert list(frame.columns) == list(COLUMNS)
+    assert frame["gbps"].isna().all() and frame["time_ms"].iloc[0] == 1.0
+
+
+def test_a_newer_schema_or_missing_required_column_is_skipped(tmp_path: Path) -> None:
+    table = to_table(__import__("pandas").DataFrame([row()]))
+    pq.write_table(
+        table.replace_schema_metadata({b"repkv_tune_schema_version": b"99"}), tmp_path / "new.parquet"
+    )
+    pq.write_table(table.drop_columns(["time_ms"]), tmp_path / "norequired.parquet")
+    frame, report = load_results(tmp_path)
+    assert frame.empty and len(report.skipped) == 2
+
+
+def test_winners_carry_the_speedup_over_llmc_baseline() -> None:
+    import pandas as pd
+
+    base = json.dumps({"block": 128}, sort_keys=True)
+    frame = pd.DataFrame(
+        [
+            row(family="naive", params=base, time_ms=7.0),
+            row(family="vec", time_ms=1.0),
+            row(family="split", time_ms=float("inf"), status="timeout"),
+            row(dtype="fp32", family="vec", time_ms=2.0),
+        ]
+    )
+    best = winners(to_table(frame).to_pandas())
+    assert len(best) == 2
+    bf16 = best[best["dtype"] == "bf16"].iloc[0]
+    assert bf16["family"] == "vec" and bf16["speedup_vs_baseline"] == pytest.approx(7.0)
+    fp32 = best[best["dtype"] == "fp32"].iloc[0]
+    assert pd.isna(fp32["speedup_vs_baseline"])  # no baseline measured for fp32
