@@ -14,16 +14,20 @@ whose worker died goes stale after the grace period, is marked failed, and
 from __future__ import annotations
 
 import importlib.util
+import random
+import time
 import warnings
 from pathlib import Path
 
 import optuna
+import sqlalchemy.exc
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
 HEARTBEAT_INTERVAL_S = 30
 GRACE_PERIOD_S = 120
 MAX_RETRY = 3
+CREATE_ATTEMPTS = 5
 
 
 class InvalidStorage(ValueError):
@@ -71,15 +75,23 @@ def make_storage(
         engine_kwargs = {"connect_args": {"timeout": 60}}
     elif url.startswith("postgresql"):
         engine_kwargs = {"pool_pre_ping": True}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        try:
-            return RDBStorage(
-                url,
-                engine_kwargs=engine_kwargs,
-                heartbeat_interval=heartbeat_interval,
-                grace_period=grace_period,
-                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY),
-            )
-        except ImportError as exc:
-            raise InvalidStorage(f"cannot open {url.split('://')[0]} storage: {exc}") from exc
+    for attempt in range(CREATE_ATTEMPTS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            try:
+                return RDBStorage(
+                    url,
+                    engine_kwargs=engine_kwargs,
+                    heartbeat_interval=heartbeat_interval,
+                    grace_period=grace_period,
+                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY),
+                )
+            except ImportError as exc:
+                raise InvalidStorage(f"cannot open {url.split('://')[0]} storage: {exc}") from exc
+            except sqlalchemy.exc.SQLAlchemyError:
+                # Workers starting together on a fresh database race to create Optuna's
+                # tables; the loser retries and finds them made.
+                if attempt == CREATE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2 + random.random())
+    raise AssertionError("unreachable")

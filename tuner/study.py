@@ -63,6 +63,7 @@ ASKS_PER_CONFIG = 10
 # How often (in trials) a worker rereads the whole study to see what other workers did.
 REFRESH_EVERY = 10
 GRID_CHUNK = 16
+GRID_PASSES = 5
 
 
 @dataclass(frozen=True)
@@ -266,30 +267,37 @@ class StudyLoop:
     def _grid(self, study: optuna.Study, objective, callback, done: Mapping[str, float]) -> None:
         """Every valid configuration, llm.c's first, queued a chunk at a time (a long queue
         of waiting trials makes every storage read slow). Workers shuffle differently, so
-        that two of them rarely queue the same chunk."""
-        rest = [c for c in self.space.configs if c != BASELINE]
-        random.Random(f"{self.plan.seed}-{os.getpid()}").shuffle(rest)
-        todo = ([BASELINE] if BASELINE in self.space else []) + rest
-        todo = [c for c in todo if c.key not in done and c.key not in self.known]
+        that two of them rarely queue the same chunk; a configuration that two workers both
+        yielded is queued again in a later pass."""
+        rng = random.Random(f"{self.plan.seed}-{os.getpid()}")
         deadline = None if self.plan.timeout_s is None else time.monotonic() + self.plan.timeout_s
-        while todo:
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            chunk, todo = todo[:GRID_CHUNK], todo[GRID_CHUNK:]
-            chunk = [c for c in chunk if c.key not in self.in_study]
-            queued = self._enqueue(study, chunk)
-            if not queued:
-                continue
-            study.optimize(
-                objective,
-                n_trials=queued,
-                timeout=None if deadline is None else max(deadline - time.monotonic(), 0.001),
-                callbacks=[callback],
-                catch=(),
-                gc_after_trial=False,
-            )
-            if self._stopped:
-                break
+        for attempt in range(GRID_PASSES):
+            settled = done.keys() | self.known.keys() | self.unavailable | self.in_study
+            rest = [c for c in self.space.configs if c != BASELINE and c.key not in settled]
+            rng.shuffle(rest)
+            todo = ([BASELINE] if BASELINE in self.space and BASELINE.key not in settled else []) + rest
+            if not todo or self._stopped:
+                return
+            if attempt:
+                time.sleep(rng.uniform(0.0, 0.5))  # two workers that collided now part
+            while todo:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
+                chunk, todo = todo[:GRID_CHUNK], todo[GRID_CHUNK:]
+                queued = self._enqueue(study, [c for c in chunk if c.key not in self.in_study])
+                if not queued:
+                    continue
+                study.optimize(
+                    objective,
+                    n_trials=queued,
+                    timeout=None if deadline is None else max(deadline - time.monotonic(), 0.001),
+                    callbacks=[callback],
+                    catch=(),
+                    gc_after_trial=False,
+                )
+                if self._stopped:
+                    return
+            done = distinct_done(study)
 
     def _finished(self, done: Mapping[str, float], goal: int) -> bool:
         if len(done.keys() | self.unavailable) >= goal:
