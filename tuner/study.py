@@ -264,6 +264,12 @@ class StudyLoop:
             outcome.rows.setdefault(key, row)
         return outcome
 
+    def _prepare(self, configs: list[Config]) -> None:
+        """Let a runner that can (the GPU's) compile many kernels at once, in parallel."""
+        prepare = getattr(self.runner, "prepare", None)
+        if prepare is not None and configs:
+            prepare([(self.plan.shape, self.plan.dtype, c) for c in configs])
+
     def _grid(self, study: optuna.Study, objective, callback, done: Mapping[str, float]) -> None:
         """Every valid configuration, llm.c's first, queued a chunk at a time (a long queue
         of waiting trials makes every storage read slow). Workers shuffle differently, so
@@ -280,6 +286,8 @@ class StudyLoop:
                 return
             if attempt:
                 time.sleep(rng.uniform(0.0, 0.5))  # two workers that collided now part
+            else:
+                self._prepare(todo)
             while todo:
                 if deadline is not None and time.monotonic() >= deadline:
                     return
