@@ -23,7 +23,7 @@ from results.schema import STATUS_OK
 from results.store import load_results
 from tuner.replay import ReplayRunner
 from tuner.study import StudyLoop, StudyPlan
-from variants import DTYPES, Shape
+from variants import DTYPES, Shape, valid_configs
 
 DEFAULT_SAMPLERS = ("tpe", "random")
 
@@ -78,6 +78,16 @@ def _evaluate_group(
     return [evaluate_one(runner, sampler, shape, dtype, s, tolerance, max_trials) for s in seeds]
 
 
+def exhaustive_groups(runner: ReplayRunner) -> list[tuple[Shape, str]]:
+    """The recorded (shape, dtype) groups that hold every valid configuration: only there is
+    the recorded optimum the true one. Partial recordings (a tuning run's) are left out."""
+    return [
+        (shape, dtype)
+        for shape, dtype in runner.groups()
+        if len(runner.recorded(shape, DTYPES[dtype])) >= len(valid_configs(shape, DTYPES[dtype]))
+    ]
+
+
 def evaluate(
     frame: pd.DataFrame,
     gpu: str | None = None,
@@ -92,7 +102,7 @@ def evaluate(
     tasks = [
         (frame, runner.gpu, sampler, shape, dtype, tuple(range(seeds)), tolerance, max_trials)
         for sampler in samplers
-        for shape, dtype in runner.groups()
+        for shape, dtype in exhaustive_groups(runner)
     ]
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     if jobs <= 1:

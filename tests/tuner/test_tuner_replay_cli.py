@@ -78,6 +78,17 @@ def test_replay_eval_counts_trials_to_the_optimum(recording: Path) -> None:
     assert set(replay_eval.overall_medians(results)) == {"tpe", "random"}
 
 
+def test_replay_eval_judges_only_exhaustive_recordings(tmp_path: Path) -> None:
+    from results.store import write_table
+
+    full = F.recording_rows([F.SMALL], ["bf16"])
+    partial = [r for r in F.recording_rows([F.SHAPE], ["bf16"]) if r["family"] != "split"]
+    write_table(full + partial, tmp_path / "h200", "mixed")
+    runner = ReplayRunner(replay_eval.load(tmp_path), "h200")
+    assert len(runner.groups()) == 2
+    assert [(s.key, d) for s, d in replay_eval.exhaustive_groups(runner)] == [(SMALL, "bf16")]
+
+
 def test_replay_eval_cli(recording: Path, capsys) -> None:
     rc = main(["replay-eval", str(recording), "--seeds", "2", "--max-trials", "30", "--samplers", "random"])
     assert rc == 0
