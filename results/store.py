@@ -26,6 +26,9 @@ from results.schema import COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
 
 log = logging.getLogger(__name__)
 
+# The results bundled with the checkout (committed measurements from real GPUs); the tuner
+# writes and the service reads here unless told otherwise (REPKV_RESULTS_DIR, --results).
+BUNDLED_RESULTS = Path(__file__).resolve().parent / "data"
 TEMP_PREFIX = ".tmp-"
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -40,6 +43,10 @@ class LoadReport:
 
     files: list[Path] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+
+
+def default_results_dir() -> Path:
+    return Path(os.environ.get("REPKV_RESULTS_DIR") or BUNDLED_RESULTS)
 
 
 def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Path, run_id: str) -> Path:

@@ -8,8 +8,9 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# The bundled results of this checkout; it may not exist yet.
-DEFAULT_RESULTS_DIR = Path(__file__).resolve().parent.parent / "results" / "data"
+from results.store import BUNDLED_RESULTS
+
+DEFAULT_RESULTS_DIR = BUNDLED_RESULTS  # it may not exist yet
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 

@@ -22,15 +22,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from results.store import load_results
+from results.store import default_results_dir, load_results
 from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
 from tuner.presets import DEFAULT_BATCH, DEFAULT_SEQ, DEFAULT_SHAPES, MODELS, UnknownModel, model_shapes
 from tuner.runner import Runner
 from tuner.samplers import SAMPLERS, UnavailableSampler, make_sampler
 from variants import DTYPES, FAMILIES, InvalidShape, Shape
 
-# The results store bundled with the checkout: committed measurements from real GPUs.
-DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results" / "data"
+DEFAULT_RESULTS = default_results_dir()
 LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
 SUBCOMMANDS = ("tune", "variants", "check", "best", "replay-eval")
 DEFAULT_TRIALS = 40
@@ -121,7 +120,10 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--results",
         type=Path,
-        help=f"results directory (default: the bundled store {DEFAULT_RESULTS}; with --replay: none)",
+        help=(
+            f"results directory (default: $REPKV_RESULTS_DIR or the bundled store, now {DEFAULT_RESULTS}; "
+            "with --replay: none)"
+        ),
     )
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
 
