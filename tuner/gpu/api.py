@@ -1,0 +1,90 @@
+"""Call the tuned kernel from Python.
+
+    from tuner.gpu.api import TunedRepkv
+    repkv = TunedRepkv()                       # this GPU's results in the bundled store
+    dinp = repkv(dout, B=8, T=1024, NH=32, NH_KV=8, HD=128)
+
+`dout` is a contiguous CuPy array (float32 or float16; bf16 as uint16 bits with
+dtype="bf16") or any DLPack tensor such as a torch.Tensor (float32, float16 or bfloat16);
+the result is of the same kind. The configuration is the one the service would answer with:
+this GPU's exact tuned shape, else its nearest tuned shape whose configuration serves this
+shape (see `service.selection`); with no results for this GPU, another GPU's.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import cupy as cp
+
+from results.store import default_results_dir, load_results
+from service.selection import Choice, choose
+from service.store_index import StoreIndex, build_index
+from tuner.gpu.kernels import Kernels
+from tuner.gpu.session import read_identity
+from tuner.gpus import default_label
+from variants import FAMILIES, DType, Shape, get_dtype
+
+log = logging.getLogger(__name__)
+
+_DTYPE_OF_CUPY = {"float32": "fp32", "float16": "fp16"}
+_DTYPE_OF_TORCH = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16"}
+
+
+class NoConfiguration(LookupError):
+    """Nothing in the results store can serve this shape and dtype."""
+
+
+class TunedRepkv:
+    def __init__(self, results: Path | None = None, gpu: str | None = None):
+        frame, _ = load_results(results or default_results_dir())
+        self.index: StoreIndex = build_index(frame)
+        self.device = cp.cuda.Device()
+        self.identity = read_identity(self.device)
+        self.gpu = gpu or default_label(self.identity.name)
+        self.kernels = Kernels(FAMILIES)
+        self._choices: dict[tuple[Shape, str], Choice] = {}
+
+    def choice(self, shape: Shape, dtype: DType) -> Choice:
+        key = (shape, dtype.name)
+        if key not in self._choices:
+            self._choices[key] = self._choose(shape, dtype)
+        return self._choices[key]
+
+    def _choose(self, shape: Shape, dtype: DType) -> Choice:
+        gpus = [self.gpu] + [g for g in self.index.available_gpus() if g != self.gpu]
+        for gpu in gpus:
+            found = choose(self.index.groups_of(gpu), shape, dtype)
+            if found is not None:
+                if gpu != self.gpu:
+                    log.warning("no results for %s; using %s's configuration", self.gpu, gpu)
+                return found
+        raise NoConfiguration(f"no tuned configuration can serve {shape} {dtype.name}; run python -m tuner")
+
+    def __call__(
+        self, dout: Any, B: int, T: int, NH: int, NH_KV: int, HD: int, dtype: str | None = None
+    ) -> Any:
+        shape = Shape(B, T, NH, NH_KV, HD)
+        is_torch = type(dout).__module__.startswith("torch")
+        if is_torch:
+            import torch
+
+            name = dtype or _DTYPE_OF_TORCH.get(str(dout.dtype))
+            source = cp.from_dlpack(dout.view(torch.int16) if name == "bf16" else dout)
+        else:
+            source = cp.asarray(dout)
+            name = dtype or _DTYPE_OF_CUPY.get(str(source.dtype))
+        if name is None:
+            raise TypeError(f"unsupported element type {dout.dtype}; use float32, float16 or bfloat16")
+        dt = get_dtype(name)
+        if source.size != shape.dout_numel or not source.flags.c_contiguous:
+            raise ValueError(f"dout must be a contiguous array of {shape.dout_numel} elements for {shape}")
+        dinp = cp.empty((B, T, shape.heads_in, HD), dtype=source.dtype)
+        config = self.choice(shape, dt).candidate.config
+        self.kernels.launcher(shape, dt, config, self.identity.sm_count, dinp, source)()
+        if not is_torch:
+            return dinp
+        out = torch.from_dlpack(dinp)
+        return out.view(torch.bfloat16) if name == "bf16" else out
