@@ -59,13 +59,18 @@ def heatmap(table: pd.DataFrame) -> go.Figure:
     if table.empty:
         return _empty("Variant x block size")
     z = table.to_numpy(dtype=float)
+    best = float(np.nanmin(z))
+    # The colours span the best time to 3x it (slower cells saturate), so that the
+    # differences among the good configurations stay visible beside llm.c's baseline.
     fig = go.Figure(
         go.Heatmap(
             z=np.where(np.isnan(z), None, z).tolist(),
             x=[str(int(c)) for c in table.columns],
             y=list(table.index),
             colorscale="Viridis_r",
-            colorbar={"title": "ms"},
+            zmin=best,
+            zmax=min(float(np.nanmax(z)), 3 * best) if np.nanmax(z) > best else best * 1.01,
+            colorbar={"title": "ms (3x best and slower: darkest)"},
             hovertemplate="%{y}<br>block %{x}<br>%{z:.4f} ms<extra></extra>",
         ),
         layout={
