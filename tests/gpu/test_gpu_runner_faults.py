@@ -64,3 +64,35 @@ def test_real_families_measure_after_faults(runner) -> None:
     result = runner.measure(SHAPE, DTYPES["bf16"], BASELINE)
     assert result.ok, result.message
     assert runner.copy_time(SHAPE, DTYPES["bf16"]) > 0
+
+
+def test_a_study_over_planted_faults_records_each_and_completes(tmp_path) -> None:
+    """The whole loop on the GPU: a grid study over the faulty family (plus llm.c's baseline)
+    measures every configuration, files every fault as a row with its status, and ends."""
+    from results.store import load_results
+    from tuner.gpu.runner import GpuRunner
+    from tuner.rows import ResultsSink
+    from tuner.study import StudyLoop, StudyPlan
+
+    families = {"naive": FAMILIES["naive"], "faulty": FAULTY}
+    plan = StudyPlan(
+        gpu="gpu", shape=SHAPE, dtype=DTYPES["fp32"], study_name="faults", sampler="grid", seed=0
+    )
+    with GpuRunner(timeout_s=5.0, families=families, reps=10) as runner:
+        sink = ResultsSink(tmp_path, "gpu", "faults")
+        StudyLoop(plan, runner, None, run_id="faults", sink=sink, families=families).run()
+        sink.flush()
+        assert runner.restarts == 2  # after the crash and after the hang
+    frame, _ = load_results(tmp_path)
+    status = dict(zip(frame["config_key"], frame["status"], strict=True))
+    assert status == {
+        **{Config.of("naive", block=b).key: "ok" for b in (32, 64, 128, 256, 512, 1024)},
+        "faulty[mode=ok]": "ok",
+        "faulty[mode=wrong]": "wrong_result",
+        "faulty[mode=hang]": "timeout",
+        "faulty[mode=crash]": "crash",
+        "faulty[mode=launch]": "launch_error",
+        "faulty[mode=compile]": "compile_error",
+    }
+    failed = frame[frame["status"] != "ok"]
+    assert (failed["time_ms"] == math.inf).all() and failed["message"].str.len().gt(0).all()
