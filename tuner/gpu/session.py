@@ -12,7 +12,7 @@ import cupy as cp
 from tuner.gpu.kernels import CompileError, Kernels
 from tuner.gpu.timing import L2Flusher, Timing, time_device_copy, time_launches
 from tuner.runner import GpuIdentity, Measurement
-from variants import FAMILIES, Config, DType, Family, InvalidConfig, Shape
+from variants import DTYPES, FAMILIES, Config, DType, Family, InvalidConfig, Shape
 from variants.reference import Validation, nan_bits, random_input, validate_output
 
 # Errors after which the CUDA context is unusable: the worker must die and be replaced.
@@ -81,6 +81,19 @@ class DeviceSession:
         self.identity = read_identity(self.device)
         self.reps = reps
         self._buffers: tuple[tuple[Shape, str], cp.ndarray, cp.ndarray] | None = None
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Run every step of a trial once, with no kernel, for each dtype: CuPy compiles its
+        own kernels (random numbers, conversions, the reference, the comparison, the flush)
+        on first use, which on a cold cache takes seconds that must not count against the
+        first trial's hang timeout."""
+        shape = Shape(1, 3, 4, 2, 8)
+        for dtype in DTYPES.values():
+            self.run_checked(shape, dtype, lambda: None)  # every element fails: that path too
+            time_launches(lambda: None, self.flush, reps=2, warmup=1)
+        time_device_copy(4096, self.flush, reps=2)
+        self.release()
 
     def buffers(self, shape: Shape, dtype: DType) -> tuple[cp.ndarray, cp.ndarray]:
         key = (shape, dtype.name)
