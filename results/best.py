@@ -8,19 +8,26 @@ import json
 import pandas as pd
 
 from results.schema import GROUP_COLUMNS, STATUS_OK
+from variants import BASELINE
 
-BASELINE_FAMILY = "naive"
-BASELINE_PARAMS = json.dumps({"block": 128}, sort_keys=True)
+# llm.c's configuration (naive, block 128) as it appears in a trial row
+BASELINE_FAMILY = BASELINE.family
+BASELINE_PARAMS = json.dumps(BASELINE.values, sort_keys=True)
 
 
 def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["status"] == STATUS_OK) & frame["time_ms"].notna()]
 
 
+def baseline_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The correct trials of llm.c's configuration."""
+    ok = ok_rows(frame)
+    return ok[(ok["family"] == BASELINE_FAMILY) & (ok["params"] == BASELINE_PARAMS)]
+
+
 def baseline_times(frame: pd.DataFrame) -> pd.DataFrame:
     """Median of llm.c's configuration (naive, block 128) per group, as `baseline_ms`."""
-    ok = ok_rows(frame)
-    base = ok[(ok["family"] == BASELINE_FAMILY) & (ok["params"] == BASELINE_PARAMS)]
+    base = baseline_rows(frame)
     return (
         base.groupby(list(GROUP_COLUMNS), as_index=False)["time_ms"]
         .median()

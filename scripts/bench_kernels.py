@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results.best import winners  # noqa: E402
+from results.schema import SHAPE_COLUMNS  # noqa: E402
 from results.store import load_results  # noqa: E402
 from variants import BASELINE, Config, Shape, get_dtype  # noqa: E402
 
@@ -45,21 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     frame, _ = load_results(args.results)
     best = winners(frame[frame["gpu"] == args.gpu]) if not frame.empty else frame
     dtypes = [get_dtype(d) for d in args.dtype.split(",")]
-    shapes = args.shape or sorted(
-        {Shape(*(int(r[k]) for k in ("B", "T", "NH", "NH_KV", "HD"))) for _, r in best.iterrows()}
-    )
+    # (shape, dtype) -> the winning configuration recorded for this GPU
+    tuned = {
+        (Shape(*(int(r[k]) for k in SHAPE_COLUMNS)), r["dtype"]): Config(
+            r["family"], tuple(sorted(json.loads(r["params"]).items()))
+        )
+        for _, r in best.iterrows()
+    }
+    shapes = args.shape or sorted({shape for shape, _ in tuned})
     session = DeviceSession(reps=args.reps)
     rows = []
     for shape in shapes:
         for dtype in dtypes:
-            match = best[
-                (best["B"] == shape.B)
-                & (best["T"] == shape.T)
-                & (best["NH"] == shape.NH)
-                & (best["NH_KV"] == shape.NH_KV)
-                & (best["HD"] == shape.HD)
-                & (best["dtype"] == dtype.name)
-            ]
             copy_ms = session.copy_ms(shape, dtype)
             row = {
                 "shape": shape.key,
@@ -68,9 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                 "copy_ms": copy_ms,
             }
             kernels = {"llm.c": BASELINE}
-            if not match.empty:
-                r = match.iloc[0]
-                kernels["tuned"] = Config(r["family"], tuple(sorted(json.loads(r["params"]).items())))
+            if (shape, dtype.name) in tuned:
+                kernels["tuned"] = tuned[(shape, dtype.name)]
                 row["tuned_config"] = kernels["tuned"].key
             for name, config in kernels.items():
                 result = session.measure(shape, dtype, config)

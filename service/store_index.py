@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 import variants
-from results.best import BASELINE_FAMILY, BASELINE_PARAMS, ok_rows
+from results.best import baseline_rows, ok_rows
 from results.schema import GROUP_COLUMNS
 from results.store import LoadReport
 from variants import Config, DType, Family, Shape
@@ -172,8 +172,7 @@ def build_index(frame: pd.DataFrame, report: LoadReport | None = None) -> StoreI
     fastest = ok.drop_duplicates([*group_cols, "config_key"], keep="first")
 
     baselines: dict[tuple, float] = {}
-    base = ok[(ok["family"] == BASELINE_FAMILY) & (ok["params"] == BASELINE_PARAMS)]
-    for key, median in base.groupby(group_cols)["time_ms"].median().items():
+    for key, median in baseline_rows(ok).groupby(group_cols)["time_ms"].median().items():
         baselines[tuple(key)] = float(median)
     trials = {tuple(k): int(n) for k, n in frame.groupby(group_cols).size().items()} if len(frame) else {}
 

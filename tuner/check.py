@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from variants import DTYPES, FAMILIES, Shape, get_dtype, get_family
+from variants import DTYPES, FAMILIES, DType, Family, Shape, get_dtype, get_family
 
 # Shapes that reach every code path of the families: the seed shape, nrep = 1, NH_KV = 1,
 # odd B*T with HD = 80 and 256, T = 1 with HD = 96, and one past 2^31 elements (64-bit indices).
@@ -42,8 +42,9 @@ def main_check(args: argparse.Namespace) -> int:
     dtypes = [get_dtype(d) for d in (args.dtype or list(DTYPES))]
     families = [get_family(f) for f in (args.family or list(FAMILIES))]
 
-    work = []  # (family, dtype, expression)
-    rejected = 0
+    # (family, dtype) -> its distinct name expressions, in the order they were met
+    work: dict[tuple[Family, DType], dict[str, None]] = {}
+    rejected = valid = 0
     for shape in shapes:
         for dtype in dtypes:
             for family in families:
@@ -51,26 +52,29 @@ def main_check(args: argparse.Namespace) -> int:
                     if family.rejection(shape, dtype, config):
                         rejected += 1
                         continue
-                    work.append((family, dtype, family.name_expression(shape, dtype, config)))
+                    valid += 1
+                    exprs = work.setdefault((family, dtype), {})
+                    exprs[family.name_expression(shape, dtype, config)] = None
     try:
         version = nvrtc_version()
     except NvrtcUnavailable as exc:
         print(f"error: {exc}")
         return 2
+    pairs = [(family, e) for (family, _), exprs in work.items() for e in exprs]
     print(
-        f"NVRTC {version}: {len(work)} valid configurations over {len(shapes)} shapes "
-        f"({rejected} rejected by constraints), {len({e for _, _, e in work})} distinct kernels"
+        f"NVRTC {version}: {valid} valid configurations over {len(shapes)} shapes "
+        f"({rejected} rejected by constraints), {len({e for _, e in pairs})} distinct kernels"
     )
     failed = spilled = 0
     for arch in archs:
         start = time.perf_counter()
-        reports = {r.expression: r for r in compile_all([(f, e) for f, _, e in work], arch=arch)}
+        reports = {r.expression: r for r in compile_all(pairs, arch=arch)}
         elapsed = time.perf_counter() - start
         print(f"\n{arch}: compiled {len(reports)} kernels in {elapsed:.1f} s")
         print(f"  {'family':<14} {'dtype':<5} {'kernels':>7} {'failed':>6} {'max regs':>8} {'spills':>6}")
         for family in families:
             for dtype in dtypes:
-                exprs = {e for f, d, e in work if f is family and d is dtype}
+                exprs = work.get((family, dtype))
                 if not exprs:
                     continue
                 rows = [reports[e] for e in exprs]

@@ -144,10 +144,9 @@ def convergence(trials: pd.DataFrame) -> pd.DataFrame:
 
 def reference_times(trials: pd.DataFrame) -> dict[str, float | None]:
     """llm.c's baseline (naive, block 128; median of its correct trials) and the copy's median."""
-    from results.best import BASELINE_FAMILY, BASELINE_PARAMS
+    from results.best import baseline_rows
 
-    ok = _ok(trials)
-    base = ok[(ok["family"] == BASELINE_FAMILY) & (ok["params"] == BASELINE_PARAMS)]["time_ms"]
+    base = baseline_rows(_ok(trials))["time_ms"]
     copy = pd.to_numeric(trials.get("copy_ms", pd.Series(dtype=float)), errors="coerce").dropna()
     copy = copy[np.isfinite(copy)]
     return {
