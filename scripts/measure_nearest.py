@@ -1,6 +1,6 @@
 """On the GPU: measure what a nearest-shape answer would really cost.
 
-Leave-one-out (`service.leave_one_out`) answers each tuned shape from the others and compares
+Leave-one-out (`results.leave_one_out`) answers each tuned shape from the others and compares
 the served configuration's recorded time there with the optimum there. Where the served
 configuration was never measured at the held-out shape, this script measures it (validated,
 timed, in the tuner's worker process) and files the rows in the results store, so that every
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results.store import default_results_dir, load_results  # noqa: E402
-from service.leave_one_out import leave_one_out, summarize  # noqa: E402
+from results.leave_one_out import leave_one_out, summarize  # noqa: E402
 from tuner.rows import ResultsSink, StudyInfo, new_run_id, trial_row  # noqa: E402
 from variants import Config, Shape, get_dtype  # noqa: E402
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from results.index import StoreIndex, build_index
 from results.store import load_results, result_files
-from service.store_index import StoreIndex, build_index
 
 log = logging.getLogger(__name__)
 

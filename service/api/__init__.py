@@ -1,1 +1,1 @@
-"""The HTTP layer: pydantic models, dependencies and routes over service.store_index."""
+"""The HTTP layer: pydantic models, dependencies and routes over results.index."""

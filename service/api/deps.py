@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 
 import variants
+from results.index import StoreIndex
 from service.api.errors import NotReady, unprocessable
 from service.live_store import ResultsStore
-from service.store_index import StoreIndex
 from variants import DType, Shape
 from variants.shape import MAX_DIM
 

@@ -58,6 +58,10 @@ class Measurement(BaseModel):
 
 class BestAnswer(BaseModel):
     gpu: str
+    measured_gpu: str = Field(
+        description="the GPU the configuration was measured on: `gpu`, unless other_gpus=true "
+        "answered a GPU without results from another one"
+    )
     shape: ShapeModel = Field(description="the requested shape")
     dtype: str
     match: Literal["exact", "nearest"]

@@ -15,7 +15,7 @@ import service.cli
 from fastapi.testclient import TestClient
 from service.api.app import create_app
 from service.settings import Settings
-from service.leave_one_out import leave_one_out
+from results.leave_one_out import leave_one_out
 from service.dashboards import data, draw, pages
 app = create_app(Settings(results_dir={str(store_dir)!r}))
 with TestClient(app) as client:

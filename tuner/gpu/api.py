@@ -8,7 +8,7 @@
 dtype="bf16") or any DLPack tensor such as a torch.Tensor (float32, float16 or bfloat16);
 the result is of the same kind. The configuration is the one the service would answer with:
 this GPU's exact tuned shape, else its nearest tuned shape whose configuration serves this
-shape (see `service.selection`); with no results for this GPU, another GPU's.
+shape (`results.selection.select`, with other GPUs' results when this GPU has none).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import cupy as cp
 
+from results.index import StoreIndex, build_index
+from results.selection import Choice, select
 from results.store import default_results_dir, load_results
-from service.selection import Choice, choose
-from service.store_index import StoreIndex, build_index
 from tuner.gpu.kernels import Kernels
 from tuner.gpu.session import read_identity
 from tuner.gpus import default_label
@@ -45,23 +45,18 @@ class TunedRepkv:
         self.identity = read_identity(self.device)
         self.gpu = gpu or default_label(self.identity.name)
         self.kernels = Kernels(FAMILIES)
-        self._choices: dict[tuple[Shape, str], Choice] = {}
+        self._warned: set[tuple[Shape, str]] = set()
 
     def choice(self, shape: Shape, dtype: DType) -> Choice:
-        key = (shape, dtype.name)
-        if key not in self._choices:
-            self._choices[key] = self._choose(shape, dtype)
-        return self._choices[key]
-
-    def _choose(self, shape: Shape, dtype: DType) -> Choice:
-        gpus = [self.gpu] + [g for g in self.index.available_gpus() if g != self.gpu]
-        for gpu in gpus:
-            found = choose(self.index.groups_of(gpu), shape, dtype)
-            if found is not None:
-                if gpu != self.gpu:
-                    log.warning("no results for %s; using %s's configuration", self.gpu, gpu)
-                return found
-        raise NoConfiguration(f"no tuned configuration can serve {shape} {dtype.name}; run python -m tuner")
+        found = select(self.index, self.gpu, shape, dtype, other_gpus=True)
+        if found is None:
+            raise NoConfiguration(
+                f"no tuned configuration can serve {shape} {dtype.name}; run python -m tuner"
+            )
+        if found.group.gpu != self.gpu and (shape, dtype.name) not in self._warned:
+            self._warned.add((shape, dtype.name))
+            log.warning("no results for %s; using %s's configuration", self.gpu, found.group.gpu)
+        return found
 
     def __call__(
         self, dout: Any, B: int, T: int, NH: int, NH_KV: int, HD: int, dtype: str | None = None

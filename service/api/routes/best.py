@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 import variants
+from results.index import CHOICE_CACHE_SIZE, BoundedCache, StoreIndex
+from results.selection import Choice, select
 from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
 from service.api.errors import ERROR_RESPONSES, NotFound
 from service.api.models import BestAnswer, BestByGpu, KernelRecipe, Measurement, ShapeModel
-from service.selection import MEMO_SIZE, Choice, best_for
-from service.store_index import StoreIndex
 from variants import DType, Shape
 
 router = APIRouter(tags=["best"])
+# The JSON bodies already answered, per index (they die with it); apart from the choices
+# that results.selection caches on the index.
+_BODIES: weakref.WeakKeyDictionary[StoreIndex, BoundedCache] = weakref.WeakKeyDictionary()
 
 
 def shape_model(shape: Shape) -> ShapeModel:
@@ -27,6 +31,7 @@ def answer(gpu: str, shape: Shape, dtype: DType, choice: Choice, include_source:
     baseline = group.baseline_ms
     return BestAnswer(
         gpu=gpu,
+        measured_gpu=group.gpu,
         shape=shape_model(shape),
         dtype=dtype.name,
         match=choice.match,
@@ -86,6 +91,10 @@ async def best(
     dtype: DTypeDep,
     gpu: GpuQuery = None,
     include_source: Annotated[bool, Query(description="embed the CUDA source in the answer")] = False,
+    other_gpus: Annotated[
+        bool,
+        Query(description="answer a GPU without results from the other GPUs' measurements"),
+    ] = False,
 ) -> Response:
     """The fastest correct configuration for (B, T, NH, NH_KV, HD, dtype).
 
@@ -94,24 +103,33 @@ async def best(
     dtype were tuned on that GPU; otherwise "nearest" names the tuned shape the configuration
     comes from and its distance. Measured figures are those of the tuned shape.
     """
-    key = ("best-json", gpu, shape, dtype.name, include_source)
-    body = index.memo.get(key)
+    bodies = _BODIES.get(index)
+    if bodies is None:
+        bodies = _BODIES.setdefault(index, BoundedCache(CHOICE_CACHE_SIZE))
+    key = (gpu, shape, dtype.name, include_source, other_gpus)
+    body = bodies.get(key)
     if body is None:
-        body = best_answer(index, shape, dtype, gpu, include_source).model_dump_json().encode()
-        if len(index.memo) >= MEMO_SIZE:
-            index.memo.clear()
-        index.memo[key] = body
+        answer_ = best_answer(index, shape, dtype, gpu, include_source, other_gpus)
+        body = bodies.put(key, answer_.model_dump_json().encode())
     return Response(body, media_type="application/json")
 
 
 def best_answer(
-    index: StoreIndex, shape: Shape, dtype: DType, gpu: str | None, include_source: bool
+    index: StoreIndex,
+    shape: Shape,
+    dtype: DType,
+    gpu: str | None,
+    include_source: bool,
+    other_gpus: bool = False,
 ) -> BestAnswer | BestByGpu:
     """The answer of GET /best (raises NotFound); the route memoizes its JSON per index."""
     if gpu is not None:
-        if gpu not in index.by_gpu:
-            raise NotFound(f"no results for GPU {gpu!r}", index.available_gpus())
-        choice = best_for(index, gpu, shape, dtype)
+        if gpu not in index.by_gpu and not (other_gpus and index.by_gpu):
+            raise NotFound(
+                f"no results for GPU {gpu!r} (add other_gpus=true to be answered from another GPU's)",
+                index.available_gpus(),
+            )
+        choice = select(index, gpu, shape, dtype, other_gpus)
         if choice is None:
             raise NotFound(
                 f"no tuned configuration of GPU {gpu!r} can serve {shape} {dtype.name}",
@@ -120,7 +138,7 @@ def best_answer(
         return answer(gpu, shape, dtype, choice, include_source)
     answers = {}
     for label in index.available_gpus():
-        choice = best_for(index, label, shape, dtype)
+        choice = select(index, label, shape, dtype)
         if choice is not None:
             answers[label] = answer(label, shape, dtype, choice, include_source)
     if not answers:

@@ -11,10 +11,10 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
+from results.index import StoreIndex
 from service.api.deps import DTypeDep, IndexDep, ShapeDep
 from service.api.models import ErrorBody
 from service.dashboards import data, draw, pages
-from service.store_index import StoreIndex
 from variants import Shape
 
 router = APIRouter(tags=["dashboards"])

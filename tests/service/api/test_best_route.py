@@ -172,3 +172,10 @@ def test_largest_shapes_are_answered_or_refused_cleanly(client: TestClient) -> N
     assert r.status_code in (200, 404)
     for answer in (r.json().get("gpus") or {}).values():
         assert answer["kernel"]["grid"] <= 2**31 - 1
+
+
+def test_other_gpus_answers_a_gpu_without_results_and_names_the_measuring_one(client: TestClient) -> None:
+    body = client.get("/best", params={"B": 8, "T": 1024, "gpu": "v100", "other_gpus": True}).json()
+    assert body["gpu"] == "v100" and body["measured_gpu"] == "h100"
+    own = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200", "other_gpus": True}).json()
+    assert own["measured_gpu"] == "h200"

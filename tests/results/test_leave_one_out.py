@@ -4,9 +4,9 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import GATHER, NAIVE128, S1, S2, SPLIT16, VEC16, trial
+from trial_rows import GATHER, NAIVE128, S1, S2, SPLIT16, VEC16, trial
 
-from service.leave_one_out import leave_one_out, summarize
+from results.leave_one_out import leave_one_out, summarize
 from service.synthetic import synthetic_frame
 
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-from conftest import S1, VEC16, h100_rows, trial
+from trial_rows import S1, VEC16, h100_rows, trial
 
+from results.index import build_index, parse_config
 from results.store import empty_frame
-from service.store_index import build_index, parse_config
 
 
 def test_candidates_are_ok_rows_fastest_first_one_per_config() -> None:

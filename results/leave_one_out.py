@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from service.selection import choose
-from service.store_index import StoreIndex, build_index
+from results.index import StoreIndex, build_index
+from results.selection import choose
 
 COLUMNS = [
     "gpu",

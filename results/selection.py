@@ -15,6 +15,9 @@ Within the nearest tuned shape its configurations are tried fastest first; one w
 family constraints reject the requested shape (or whose grid would exceed CUDA's limit) is
 skipped, then the next tuned shape is tried. The answer carries the tuned shape it came
 from and its distance.
+
+Across GPUs, `source_gpus` is the one fallback policy: a GPU is answered from its own
+results; a GPU without any from the other GPUs' only where the caller asks for that.
 """
 
 from __future__ import annotations
@@ -24,11 +27,9 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from service.recipe import Recipe, build_recipe
-from service.store_index import Candidate, GroupKey, StoreIndex, TunedGroup, shape_tuple
+from results.index import Candidate, GroupKey, StoreIndex, TunedGroup, shape_tuple
+from results.recipe import Recipe, build_recipe
 from variants import DType, Shape
-
-MEMO_SIZE = 65536
 
 
 @dataclass(frozen=True)
@@ -103,15 +104,28 @@ def choose(
     return None
 
 
-def best_for(index: StoreIndex, gpu: str, shape: Shape, dtype: DType) -> Choice | None:
-    """`choose` over one GPU's tuned groups, memoized per index (an index never changes)."""
-    key = (gpu, shape, dtype.name)
-    try:
-        return index.memo[key]
-    except KeyError:
-        pass
-    choice = choose(index.groups_of(gpu), shape, dtype)
-    if len(index.memo) >= MEMO_SIZE:
-        index.memo.clear()
-    index.memo[key] = choice
-    return choice
+def source_gpus(index: StoreIndex, gpu: str, other_gpus: bool = False) -> list[str]:
+    """The one fallback policy across GPUs: a GPU with results is answered from its own
+    results only; a GPU with none (a model nobody tuned yet) from the other GPUs', in label
+    order, where the caller accepts that (`other_gpus`). The service, the Python API and the
+    header export all go through here."""
+    if gpu in index.by_gpu:
+        return [gpu]
+    return index.available_gpus() if other_gpus else []
+
+
+def select(
+    index: StoreIndex, gpu: str, shape: Shape, dtype: DType, other_gpus: bool = False
+) -> Choice | None:
+    """The configuration to serve on `gpu` for (shape, dtype): exact, else nearest, from the
+    GPUs `source_gpus` names; None when none can serve. Cached per index (an index never
+    changes; a reload builds a new one). `Choice.group.gpu` is the GPU that measured it."""
+    key = (gpu, shape, dtype.name, other_gpus)
+    if key in index.choices:
+        return index.choices[key]
+    found = None
+    for label in source_gpus(index, gpu, other_gpus):
+        found = choose(index.groups_of(label), shape, dtype)
+        if found is not None:
+            break
+    return index.choices.put(key, found)

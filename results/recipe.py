@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import variants
-from service.store_index import Candidate
+from results.index import Candidate
 from variants import DType, Shape
 
 # CUDA's limit on gridDim.x; a configuration that would need more blocks cannot launch.

@@ -93,8 +93,29 @@ class GpuSummary:
     last_measured: datetime | None
 
 
-@dataclass(frozen=True)
+CHOICE_CACHE_SIZE = 65536
+
+
+class BoundedCache(dict):
+    """A dict that empties itself when full: answers are cheap to recompute, and a flood of
+    distinct requests must not grow memory without bound."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def put(self, key: Any, value: Any) -> Any:
+        if len(self) >= self.size:
+            self.clear()
+        self[key] = value
+        return value
+
+
+@dataclass(frozen=True, eq=False)
 class StoreIndex:
+    """Compared and hashed by identity: a new load is a new index, and caches keyed by the
+    index die with it."""
+
     frame: pd.DataFrame  # every trial row, as loaded
     report: LoadReport
     groups: dict[GroupKey, TunedGroup]
@@ -102,8 +123,8 @@ class StoreIndex:
     loaded_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     unusable_rows: int = 0  # ok rows whose family or params the current code does not know
     by_gpu: dict[str, tuple[TunedGroup, ...]] = field(default_factory=dict)
-    # answers already computed for this index (see service.selection.best_for)
-    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    # configurations already chosen over this index (owned by results.selection)
+    choices: BoundedCache = field(default_factory=lambda: BoundedCache(CHOICE_CACHE_SIZE), repr=False)
 
     def groups_of(self, gpu: str) -> tuple[TunedGroup, ...]:
         return self.by_gpu.get(gpu, ())
@@ -163,7 +184,7 @@ def parse_config(family_name: str, params_json: str) -> tuple[Family, Config, di
 
 
 def build_index(frame: pd.DataFrame, report: LoadReport | None = None) -> StoreIndex:
-    """Index trial rows. Only status "ok" rows with a finite time become candidates."""
+    """Index trial rows. Only status ok rows with a finite time become candidates."""
     report = report or LoadReport()
     group_cols = list(GROUP_COLUMNS)
     ok = ok_rows(frame)

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import S1, S2, h100_rows, other_rows
+from trial_rows import S1, S2, h100_rows, other_rows
 
 import variants
-from service.selection import choose, distance, rank_groups, tier
-from service.store_index import build_index
+from results.index import build_index
+from results.selection import choose, distance, rank_groups, select, source_gpus, tier
 
 BF16, FP32 = variants.get_dtype("bf16"), variants.get_dtype("fp32")
 
@@ -48,3 +48,28 @@ def test_choose_excludes_groups() -> None:
 
 def test_choose_returns_none_when_nothing_serves() -> None:
     assert choose((), S1, BF16) is None
+
+
+def test_a_gpu_with_results_is_answered_from_its_own_only() -> None:
+    index = build_index(pd.DataFrame(h100_rows() + other_rows()))
+    assert source_gpus(index, "h100") == ["h100"]
+    assert source_gpus(index, "h100", other_gpus=True) == ["h100"]
+    choice = select(index, "h100", S1, BF16, other_gpus=True)
+    assert choice is not None and choice.group.gpu == "h100"
+
+
+def test_a_gpu_without_results_falls_back_only_when_asked() -> None:
+    index = build_index(pd.DataFrame(h100_rows() + other_rows()))
+    assert source_gpus(index, "b200") == []
+    assert select(index, "b200", S1, BF16) is None
+    assert source_gpus(index, "b200", other_gpus=True) == index.available_gpus()
+    choice = select(index, "b200", S1, BF16, other_gpus=True)
+    assert choice is not None and choice.group.gpu == index.available_gpus()[0]
+
+
+def test_select_caches_on_the_index_and_a_new_index_starts_empty() -> None:
+    frame = pd.DataFrame(h100_rows())
+    index = build_index(frame)
+    first = select(index, "h100", S2, BF16)
+    assert select(index, "h100", S2, BF16) is first and len(index.choices) == 1
+    assert len(build_index(frame).choices) == 0

@@ -1,0 +1,93 @@
+"""Synthetic trial rows shared by the results and service tests: every row says
+"synthetic"; nothing here is a measurement."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import variants
+
+S1 = variants.Shape(8, 1024, 32, 8, 128)
+S2 = variants.Shape(1, 1024, 32, 8, 128)
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+VEC16 = {"block": 256, "vec_bytes": 16, "load": "plain", "store": "plain"}
+SPLIT16 = {"block": 512, "vec_bytes": 16, "items": 4, "load": "ldg", "store": "stcs"}
+GATHER = {"block": 128, "load": "plain", "store": "plain"}
+NAIVE128 = {"block": 128}
+WPH = {"warps": 4, "vec_bytes": 16, "load": "plain", "store": "plain"}
+
+
+def trial(
+    gpu: str,
+    shape: variants.Shape,
+    dtype: str,
+    family: str,
+    params: dict[str, Any],
+    time_ms: float,
+    status: str = "ok",
+    number: int = 0,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One synthetic trial row (made by the tests, not measured)."""
+    fam = variants.get_family(family)
+    config = variants.Config.of(family, **params)
+    dt = variants.get_dtype(dtype)
+    launch = fam.geometry(shape, dt, config, 132) if fam.rejection(shape, dt, config) is None else None
+    ok = status == "ok"
+    copy_ms = shape.bytes_moved(dt) / 3e9
+    row = {
+        "gpu": gpu,
+        "gpu_name": f"SYNTHETIC {gpu.upper()}",
+        "compute_capability": "9.0",
+        "sm_count": 132,
+        "host": "synthetic",
+        **shape.as_dict(),
+        "dtype": dtype,
+        "family": family,
+        "params": json.dumps(params, sort_keys=True),
+        "config_key": config.key,
+        "source_hash": fam.source_hash,
+        "grid": launch.grid if launch else None,
+        "block": launch.block if launch else None,
+        "status": status,
+        "time_ms": time_ms if ok else math.inf,
+        "p20_ms": time_ms * 0.99 if ok else None,
+        "p80_ms": time_ms * 1.01 if ok else None,
+        "bytes_moved": shape.bytes_moved(dt),
+        "gbps": shape.bytes_moved(dt) / (time_ms * 1e6) if ok else None,
+        "copy_ms": copy_ms,
+        "ratio_to_copy": time_ms / copy_ms if ok else None,
+        "study": "synthetic-test",
+        "seed": 0,
+        "trial": number,
+        "run_id": f"synthetic-{gpu}",
+        "timestamp": T0 + timedelta(seconds=number),
+    }
+    row.update(extra)
+    return row
+
+
+def h100_rows() -> list[dict[str, Any]]:
+    return [
+        trial("h100", S1, "bf16", "naive", NAIVE128, 0.70, number=0),
+        trial("h100", S1, "bf16", "vec", VEC16, 0.10, number=1),
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.09, number=2),
+        trial("h100", S1, "bf16", "gather", GATHER, 0.001, status="wrong_result", number=3),
+        trial("h100", S1, "bf16", "warp_per_head", WPH, 0.0, status="crash", number=4),
+        trial("h100", S2, "bf16", "naive", NAIVE128, 0.20, number=0),
+        trial("h100", S2, "bf16", "gather", GATHER, 0.05, number=1),
+        trial("h100", S1, "fp32", "vec", VEC16, 0.18, number=0),
+    ]
+
+
+def other_rows() -> list[dict[str, Any]]:
+    return [
+        trial("h200", S1, "bf16", "vec", VEC16, 0.07, number=0, source_hash="0123456789abcdef"),
+        # l4: the nearest shape's only configuration rejects HD=100, the next shape's does not
+        trial("l4", S1, "bf16", "split", SPLIT16, 0.20, number=0),
+        trial("l4", S2, "bf16", "gather", GATHER, 0.50, number=0),
+    ]
