@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need, then runs pytest.
-# Debian packages: PostgreSQL (fleet tests) and Chromium (dashboard tests). Python packages go
+# Debian packages: PostgreSQL (fleet tests), Chromium (dashboard tests) and g++ (header test). Python packages go
 # into ./.venv. Extra arguments go to pytest (e.g. ./test.sh -m gpu on a GPU host).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v g++ >/dev/null 2>&1 || need+=(g++)  # nvcc's host compiler (the llm.c header test)
 compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || need+=(postgresql)
 if ((${#need[@]})); then
     sudo=""

@@ -7,6 +7,7 @@ them offline, show the winners, or measure how fast the samplers find the optimu
     python -m tuner variants --shape B=8,T=1024,NH=32,NH_KV=8,HD=128
     python -m tuner check --arch sm_90
     python -m tuner best --gpu h200
+    python -m tuner export --format cuda-header --gpu h200 -o repkv_tuned.cuh
     python -m tuner replay-eval results/data --gpu h200 --seeds 20
 
 Usage errors print one line that says what to do and return 2. Nothing here imports CuPy
@@ -31,7 +32,7 @@ from variants import DTYPES, FAMILIES, InvalidShape, Shape
 
 DEFAULT_RESULTS = default_results_dir()
 LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
-SUBCOMMANDS = ("tune", "variants", "check", "best", "replay-eval")
+SUBCOMMANDS = ("tune", "variants", "check", "best", "export", "replay-eval")
 DEFAULT_TRIALS = 40
 
 
@@ -154,6 +155,13 @@ def _add_best(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu", help="only this GPU label")
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    from tuner.export_cli import add_export_arguments
+
+    p = sub.add_parser("export", help="write one GPU's winners as a CUDA header for llm.c, or as JSON")
+    add_export_arguments(p, DEFAULT_RESULTS)
+
+
 def _add_replay_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "replay-eval",
@@ -187,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_variants(sub)
     _add_check(sub)
     _add_best(sub)
+    _add_export(sub)
     _add_replay_eval(sub)
     return parser
 
@@ -414,6 +423,10 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner | None = None) -> 
             return cmd_check(args)
         if args.command == "best":
             return cmd_best(args)
+        if args.command == "export":
+            from tuner.export_cli import run_export
+
+            return run_export(args, parse_dtypes(args.dtype), UsageError)
         if args.command == "replay-eval":
             return cmd_replay_eval(args)
         return cmd_tune(args, runner)

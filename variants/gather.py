@@ -37,5 +37,8 @@ class Gather(Family):
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(ceil_div(shape.dinp_numel, p["block"]), p["block"])
 
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
+        return ((shape.heads_in * shape.HD, p["block"]),)
+
 
 FAMILY = Gather()

@@ -27,6 +27,9 @@ class Naive(Family):
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(ceil_div(shape.dout_numel, p["block"]), p["block"])
 
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
+        return ((3 * shape.NH * shape.HD, p["block"]),)
+
 
 FAMILY = Naive()
 BASELINE_PARAMS = {"block": 128}  # llm.c's hard-coded block size

@@ -47,5 +47,8 @@ class VecFamily(Family):
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(ceil_div(self.words(shape, dtype, p), p["block"]), p["block"])
 
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
+        return ((shape.heads_in * shape.HD * dtype.itemsize // p["vec_bytes"], p["block"]),)
+
 
 FAMILY = VecFamily()

@@ -42,5 +42,8 @@ class WarpPerHead(Family):
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(ceil_div(shape.tokens * shape.heads_in, p["warps"]), 32 * p["warps"])
 
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
+        return ((shape.heads_in, p["warps"]),)
+
 
 FAMILY = WarpPerHead()

@@ -1,0 +1,156 @@
+"""The header export: its table, its dispatch rule against the service's selection, and the
+generated header compiled with nvcc and asked for its dispatch decisions (no GPU needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from trial_rows import S1, S2, SPLIT16, VEC16, trial
+
+import variants
+from results.header import (
+    GENERIC_BLOCK,
+    ExportError,
+    export_table,
+    generic_expressions,
+    plan,
+    render_header,
+    segments,
+)
+from results.index import build_index
+from results.selection import select
+from results.store import default_results_dir, load_results
+from variants import Shape
+
+HARNESS = Path(__file__).resolve().parents[2] / "results" / "header_harness.cu"
+BF16 = variants.get_dtype("bf16")
+
+
+def synthetic_index():
+    rows = [
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.09, number=0),
+        trial("h100", S1, "bf16", "vec", VEC16, 0.10, number=1),
+        trial("h100", S2, "bf16", "vec", VEC16, 0.02, number=2),
+        # same B*T as S1: the first in (B, T) order is kept
+        trial("h100", Shape(4, 2048, 32, 8, 128), "bf16", "vec", VEC16, 0.08, number=3),
+        trial("h100", S1, "fp32", "vec", VEC16, 0.18, number=0),
+    ]
+    return build_index(pd.DataFrame(rows))
+
+
+def test_one_row_per_tuned_dtype_layout_and_token_count() -> None:
+    table = export_table(synthetic_index(), "h100")
+    keys = [(r.dtype, r.tokens, r.tuned_shape) for r in table.rows]
+    assert keys == [
+        ("bf16", 1024, S2.key),
+        ("bf16", 8192, Shape(4, 2048, 32, 8, 128).key),
+        ("fp32", 8192, S1.key),
+    ]
+    assert (
+        table.rows[0].family == "vec" and table.source_hashes["vec"] == variants.get_family("vec").source_hash
+    )
+
+
+def test_dtype_filter_and_unknown_gpu() -> None:
+    index = synthetic_index()
+    assert {r.dtype for r in export_table(index, "h100", ["fp32"]).rows} == {"fp32"}
+    with pytest.raises(ExportError, match="h100"):
+        export_table(index, "b200")
+    assert export_table(index, "b200", other_gpus=True).measured_gpu == "h100"
+
+
+def test_segments_cover_every_token_count_with_the_family_expression() -> None:
+    split = variants.get_family("split")
+    config = variants.Config.of("split", **SPLIT16)
+    found = segments(split, S1, BF16, config)
+    assert [s.name_expression.endswith("int>") for s in found] == [True, False]
+    for tokens in (1, 1000, found[0].max_tokens, found[0].max_tokens + 1, 10**7):
+        shape = Shape(1, tokens, 32, 8, 128) if tokens <= variants.shape.MAX_DIM else None
+        if shape is None:
+            continue
+        expected = split.name_expression(shape, BF16, config)
+        serving = next(s for s in found if tokens <= s.max_tokens)
+        assert serving.name_expression == expected
+
+
+def test_plan_follows_the_selection_rule_within_a_tuned_layout() -> None:
+    index = build_index(load_results(default_results_dir())[0])
+    table = export_table(index, "h200")
+    rng = random.Random(0)
+    layouts = {(r.dtype, r.NH, r.NH_KV, r.HD) for r in table.rows}
+    checked = 0
+    for dtype, nh, nh_kv, hd in sorted(layouts):
+        for _ in range(20):
+            shape = Shape(rng.randint(1, 32), rng.choice([1, 7, 128, 1000, 2048, 4096]), nh, nh_kv, hd)
+            got = plan(table, dtype, shape)
+            choice = select(index, "h200", shape, variants.get_dtype(dtype))
+            assert choice is not None and got.row >= 0
+            row = table.rows[got.row]
+            assert choice.group.shape.tokens == row.tokens
+            assert choice.candidate.config_key == row.config_key
+            recipe = choice.recipe
+            assert (got.grid, got.block) == (recipe.grid, recipe.block)
+            assert table.rows[got.row].segments[got.kernel % 2].name_expression == recipe.name_expression
+            checked += 1
+    assert checked >= 100
+
+
+def test_untuned_layouts_get_the_generic_configuration() -> None:
+    table = export_table(synthetic_index(), "h100")
+    wide = plan(table, "bf16", Shape(2, 100, 12, 4, 72))
+    assert wide.row == -1 and generic_expressions(BF16)[-1 - wide.kernel][0] == 16
+    assert wide.grid == -(-(200 * 20 * 72 * 2 // 16) // GENERIC_BLOCK)
+    odd = plan(table, "fp16", Shape(1, 3, 2, 1, 33))  # 66-byte rows: no vector width fits
+    assert odd.row == -1 and generic_expressions(variants.get_dtype("fp16"))[-1 - odd.kernel][0] == 0
+
+
+def _nvcc() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for root in spec.submodule_search_locations if spec else []:
+        for candidate in sorted(Path(root).glob("cu*/bin/nvcc")):
+            return str(candidate)
+    return None
+
+
+@pytest.mark.skipif(_nvcc() is None, reason="nvcc not installed (pip install nvidia-cuda-nvcc)")
+def test_the_header_compiles_and_dispatches_as_specified(tmp_path: Path) -> None:
+    index = build_index(load_results(default_results_dir())[0])
+    table = export_table(index, "h200")
+    (tmp_path / "repkv_tuned.cuh").write_text(render_header(table))
+    binary = tmp_path / "harness"
+    nvcc = _nvcc()
+    assert nvcc is not None
+    lib = Path(nvcc).parent.parent / "lib"
+    build = [nvcc, "-O1", "-std=c++17", "-arch=sm_90", f"-I{tmp_path}", str(HARNESS), "-o", str(binary)]
+    subprocess.run([*build, f"-L{lib}"], check=True, capture_output=True, timeout=600)
+    rng = random.Random(1)
+    layouts = sorted({(r.dtype, r.NH, r.NH_KV, r.HD) for r in table.rows})
+    cases: dict[str, list[Shape]] = {}
+    for dtype, nh, nh_kv, hd in layouts:
+        cases.setdefault(dtype, []).extend(
+            Shape(rng.randint(1, 64), rng.randint(1, 8192), nh, nh_kv, hd) for _ in range(15)
+        )
+    for dtype in cases:
+        cases[dtype] += [Shape(3, 5, 12, 4, 72), Shape(1, 1, 2, 1, 33), Shape(4096, 65536, 32, 8, 128)]
+    for dtype, shapes in cases.items():
+        args = [f"{s.B},{s.T},{s.NH},{s.NH_KV},{s.HD}" for s in shapes]
+        out = subprocess.run(
+            [str(binary), "--plan", dtype, *args], check=True, capture_output=True, text=True, timeout=60
+        ).stdout.splitlines()
+        assert len(out) == len(shapes)
+        for shape, line in zip(shapes, out, strict=True):
+            fields = dict(part.split("=") for part in line.split()[6:])
+            expected = plan(table, dtype, shape)
+            got = (int(fields["kernel"]), int(fields["row"]), int(fields["grid"]), int(fields["block"]))
+            assert got == (expected.kernel, expected.row, expected.grid, expected.block), (dtype, shape)
+    bad = subprocess.run([str(binary), "--plan", "bf16", "8,1024,30,8,128"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "bad shape" in bad.stderr

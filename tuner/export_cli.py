@@ -1,0 +1,58 @@
+"""`python -m tuner export`: one GPU's winners as a drop-in CUDA header for llm.c, or as JSON.
+
+    python -m tuner export --format cuda-header --gpu h200 --dtype bf16 -o repkv_tuned.cuh
+    python -m tuner export --format json --gpu h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from results.header import ExportError, export_table, render_header
+from results.index import build_index
+from results.store import load_results
+
+FORMATS = ("cuda-header", "json")
+
+
+def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="cuda-header", help="default cuda-header")
+    parser.add_argument("--gpu", help="GPU label (default: the results' only one)")
+    parser.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help="default: all three")
+    parser.add_argument(
+        "--other-gpus", action="store_true", help="a GPU without results gets another GPU's winners"
+    )
+    parser.add_argument("--results", type=Path, default=default_results, help=f"default {default_results}")
+    parser.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
+
+
+def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Exception]) -> int:
+    frame, report = load_results(args.results)
+    for path, why in report.skipped.items():
+        print(f"skipped {path}: {why}", file=sys.stderr)
+    index = build_index(frame, report)
+    gpu = args.gpu
+    if gpu is None:
+        gpus = index.available_gpus()
+        if len(gpus) != 1:
+            raise usage_error(f"the results hold GPUs {', '.join(gpus) or 'none'}: pick one with --gpu")
+        gpu = gpus[0]
+    try:
+        table = export_table(index, gpu, dtypes, other_gpus=args.other_gpus)
+    except ExportError as exc:
+        raise usage_error(f"{exc} (in {args.results})") from None
+    text = render_header(table) if args.format == "cuda-header" else table.as_json() + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.output.with_name(f".{args.output.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(args.output)
+    except OSError as exc:
+        raise usage_error(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"{len(table.rows)} tuned shapes of {table.measured_gpu} written to {args.output}", file=sys.stderr)
+    return 0
