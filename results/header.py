@@ -27,13 +27,11 @@ from datetime import datetime, timezone
 import variants
 from results.index import StoreIndex
 from results.recipe import GRID_LIMIT
-from results.selection import select, source_gpus
+from results.selection import GENERIC_BLOCK, generic_configs, select, source_gpus
 from variants import DType, Family, Shape
 
 # B*T past which no row is asked about: far beyond any memory (2^40 tokens).
 MAX_TOKENS = 2**40
-GENERIC_BLOCK = 256
-GENERIC_VEC_BYTES = (16, 8, 4)
 LAUNCH_ARGUMENTS = "<<<grid, block, 0, stream>>>(dinp, dout, B, T, NH, NH_KV, HD); return;"
 _CTYPE_ID = {"fp32": 0, "bf16": 1, "fp16": 2}
 
@@ -209,19 +207,13 @@ def _kernel_sources(families: Iterable[str]) -> str:
 
 
 def generic_expressions(dtype: DType) -> list[tuple[int, str]]:
-    """(vector bytes, 0 for gather) -> the generic configuration's 64-bit-index instantiation,
-    in the order the header tries them."""
+    """(vector bytes, 0 for gather) -> each generic configuration's 64-bit-index
+    instantiation, in the order the header tries them (`results.selection.generic_configs`)."""
     huge = Shape(2**20, 2**12, 8, 8, 128)  # HD fits every width; indices need 64 bits
-    vec = variants.get_family("vec")
     found = []
-    for vec_bytes in GENERIC_VEC_BYTES:
-        config = variants.Config.of(
-            "vec", block=GENERIC_BLOCK, vec_bytes=vec_bytes, load="plain", store="plain"
-        )
-        if vec.rejection(huge, dtype, config) is None:
-            found.append((vec_bytes, vec.name_expression(huge, dtype, config)))
-    gather = variants.Config.of("gather", block=GENERIC_BLOCK, load="plain", store="plain")
-    found.append((0, variants.get_family("gather").name_expression(huge, dtype, gather)))
+    for config in generic_configs(dtype):
+        family = variants.get_family(config.family)
+        found.append((config.values.get("vec_bytes", 0), family.name_expression(huge, dtype, config)))
     return found
 
 

@@ -27,9 +27,15 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+import variants
 from results.index import Candidate, GroupKey, StoreIndex, TunedGroup, shape_tuple
 from results.recipe import Recipe, build_recipe
-from variants import DType, Shape
+from variants import Config, DType, Shape
+
+# What serves a shape nothing was measured near (no results at all, or none that can serve):
+# a vectorized gather at block 256 with the widest word that divides a head, else `gather`.
+GENERIC_BLOCK = 256
+GENERIC_VEC_BYTES = (16, 8, 4)
 
 
 @dataclass(frozen=True)
@@ -129,3 +135,22 @@ def select(
         if found is not None:
             break
     return index.choices.put(key, found)
+
+
+def generic_configs(dtype: DType) -> list[Config]:
+    """The generic configurations in the order they are tried (the last, `gather`, serves
+    every shape)."""
+    found = [
+        Config.of("vec", block=GENERIC_BLOCK, vec_bytes=v, load="plain", store="plain")
+        for v in GENERIC_VEC_BYTES
+        if v >= dtype.itemsize
+    ]
+    return [*found, Config.of("gather", block=GENERIC_BLOCK, load="plain", store="plain")]
+
+
+def generic_config(shape: Shape, dtype: DType) -> Config:
+    """The first generic configuration that serves (shape, dtype)."""
+    for config in generic_configs(dtype):
+        if variants.get_family(config.family).rejection(shape, dtype, config) is None:
+            return config
+    raise AssertionError("gather serves every shape")

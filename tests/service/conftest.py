@@ -3,17 +3,12 @@ row says "synthetic"; nothing here is a measurement), an app over them, a live s
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
+from live_service import free_port, running_service  # noqa: F401
 from trial_rows import (  # noqa: F401  (re-exported to the service tests)
     GATHER,
     NAIVE128,
@@ -55,41 +50,8 @@ def client(store_dir: Path) -> Iterator[TestClient]:
         yield c
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def live_server(store_dir: Path) -> Iterator[str]:
     """`python -m service` in a subprocess on a free port, serving store_dir."""
-    port = free_port()
-    env = {**os.environ, "REPKV_RESULTS_DIR": str(store_dir), "REPKV_RELOAD_INTERVAL": "0.2"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "--port", str(port), "--log-level", "warning"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read().decode() if proc.stdout else ""
-                pytest.fail(f"the service did not become ready: {out[-2000:]}")
-            time.sleep(0.1)
+    with running_service(store_dir) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()

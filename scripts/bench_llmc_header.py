@@ -1,0 +1,63 @@
+"""The exported llm.c header on a GPU: export it, build `results/header_harness.cu` with nvcc
+(as llm.c's dev/cuda programs are built), then validate and time every tuned shape and a few
+untuned ones per dtype against llm.c's kernel1 at block 128 and a device copy.
+
+    python scripts/bench_llmc_header.py --gpu h200 --out DIR     (writes header_harness.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from results.header import export_table, render_header  # noqa: E402
+from results.index import build_index  # noqa: E402
+from results.store import default_results_dir, load_results  # noqa: E402
+
+# Never tuned: a tuned layout at other B*T (nearest rule), and layouts nobody tuned (generic).
+UNTUNED = ["3,1000,32,8,128", "2,512,28,4,128", "6,4096,14,2,64", "1,777,12,4,72", "5,333,40,8,80"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", default="h200")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--arch", default="sm_90")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    index = build_index(load_results(default_results_dir())[0])
+    table = export_table(index, args.gpu)
+    header = args.out / "repkv_tuned.cuh"
+    header.write_text(render_header(table))
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    binary = args.out / "harness"
+    build = [nvcc, "-O3", "-std=c++17", f"-arch={args.arch}", "-Xcompiler", "-fopenmp", f"-I{args.out}"]
+    subprocess.run([*build, str(ROOT / "results" / "header_harness.cu"), "-o", str(binary)], check=True)
+    lines: list[str] = []
+    failed = False
+    for dtype in ("fp32", "bf16", "fp16"):
+        shapes = [
+            f"{int(s[0])},{int(s[1])},{r.NH},{r.NH_KV},{r.HD}"
+            for r in table.rows
+            if r.dtype == dtype
+            for s in [[v.split("=")[1] for v in r.tuned_shape.split(",")[:2]]]
+        ]
+        run = subprocess.run([str(binary), dtype, *shapes, *UNTUNED], capture_output=True, text=True)
+        sys.stderr.write(run.stderr)
+        out = run.stdout.splitlines()
+        print("\n".join(out if not lines else out[2:]), flush=True)
+        lines += out if not lines else out[2:]
+        failed |= run.returncode != 0
+    (args.out / "header_harness.md").write_text("\n".join(lines) + "\n")
+    print(f"untuned shapes: {', '.join(UNTUNED)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

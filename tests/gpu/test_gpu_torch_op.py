@@ -1,0 +1,110 @@
+"""The PyTorch operators on a GPU: the tuned backward against PyTorch's autograd of HF-style
+repeat_kv, inside CUDA graph capture, on a side stream, on device 1, under torch.compile."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tuner.gpu.torch_op import reference_backward, repkv, repkv_backward, served  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+# (B, T, NH, NH_KV, HD): the tuned seed shape, nrep 1, NH_KV 1, an untuned odd layout
+SHAPES = [(8, 1024, 32, 8, 128), (2, 256, 8, 8, 64), (3, 100, 8, 1, 64), (1, 77, 12, 4, 72)]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 1.6e-2), torch.float16: (2e-3, 2e-3)}
+
+
+def repeat_kv(x: torch.Tensor, nrep: int) -> torch.Tensor:
+    B, T, H, D = x.shape
+    return x[:, :, :, None, :].expand(B, T, H, nrep, D).reshape(B, T, H * nrep, D)
+
+
+def replicated(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
+    q, k, v = qkv.split([NH, NH_KV, NH_KV], dim=2)
+    return torch.stack([q, repeat_kv(k, NH // NH_KV), repeat_kv(v, NH // NH_KV)], dim=2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_gradient_matches_autograd_of_repeat_kv(shape, dtype) -> None:
+    B, T, NH, NH_KV, HD = shape
+    qkv = torch.randn(B, T, NH + 2 * NH_KV, HD, device="cuda", dtype=dtype, requires_grad=True)
+    grad = torch.randn(B, T, 3, NH, HD, device="cuda", dtype=dtype)
+    mine = repkv(qkv, NH, NH_KV)
+    theirs = replicated(qkv, NH, NH_KV)
+    assert torch.equal(mine, theirs)
+    (got,) = torch.autograd.grad(mine, qkv, grad)
+    (expected,) = torch.autograd.grad(theirs, qkv, grad)
+    exact = reference_backward(grad.double(), NH_KV)
+    atol, rtol = TOLERANCE[dtype]
+    torch.testing.assert_close(got.double(), exact, atol=atol, rtol=rtol)
+    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
+
+
+def test_every_element_is_written_and_out_is_respected() -> None:
+    dout = torch.randn(4, 64, 3, 32, 128, device="cuda", dtype=torch.bfloat16)
+    out = torch.full((4, 64, 48, 128), float("nan"), device="cuda", dtype=torch.bfloat16)
+    assert repkv_backward(dout, 8, out=out) is out
+    assert not out.isnan().any()
+    torch.testing.assert_close(out.double(), reference_backward(dout.double(), 8), atol=2e-2, rtol=1.6e-2)
+
+
+def test_a_tuned_shape_is_served_exactly() -> None:
+    key, how = served((8, 1024, 32, 8, 128), torch.bfloat16)
+    assert how == "exact", key
+
+
+def test_graph_capture_and_replay() -> None:
+    dout = torch.randn(2, 512, 3, 32, 128, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        repkv_backward(dout, 8)  # compile and pack before capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dinp = repkv_backward(dout, 8)
+    for _ in range(3):
+        dout.copy_(torch.randn_like(dout))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(
+            dinp.double(), reference_backward(dout.double(), 8), atol=2e-2, rtol=1.6e-2
+        )
+
+
+def test_a_side_stream_orders_after_its_own_work() -> None:
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        dout = torch.randn(8, 1024, 3, 32, 128, device="cuda", dtype=torch.float32)
+        torch.cuda._sleep(50_000_000)  # the default stream would run ahead of this
+        dout.mul_(2.0)
+        dinp = repkv_backward(dout, 8)
+    side.synchronize()
+    torch.testing.assert_close(dinp.double(), reference_backward(dout.double(), 8), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="one GPU")
+def test_device_1() -> None:
+    dout = torch.randn(2, 128, 3, 32, 128, device="cuda:1", dtype=torch.bfloat16)
+    dinp = repkv_backward(dout, 8)
+    assert dinp.device == dout.device
+    torch.cuda.synchronize(1)
+    torch.testing.assert_close(dinp.double(), reference_backward(dout.double(), 8), atol=2e-2, rtol=1.6e-2)
+
+
+def test_torch_compile_fullgraph() -> None:
+    def step(qkv: torch.Tensor) -> torch.Tensor:
+        q, k, v = repkv(qkv, 32, 8).unbind(2)
+        return (q.float() * k.float() + v.float()).sum()
+
+    qkv = torch.randn(2, 128, 48, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    twin = qkv.detach().clone().requires_grad_(True)
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, dynamic=False)
+    compiled(qkv).backward()
+    step(twin).backward()
+    torch.testing.assert_close(qkv.grad, twin.grad)

@@ -1,0 +1,111 @@
+"""The PyTorch operators' CPU parts: registration, the fake implementations that
+torch.compile traces, autograd, argument checks. The tuned CUDA path is tested in
+tests/gpu/test_gpu_torch_op.py."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tuner.gpu.torch_op import reference_backward, repkv, repkv_backward  # noqa: E402
+
+
+def repeat_kv(x: torch.Tensor, nrep: int) -> torch.Tensor:
+    """HF's repeat_kv on (B, T, H, D): expand then reshape."""
+    B, T, H, D = x.shape
+    return x[:, :, :, None, :].expand(B, T, H, nrep, D).reshape(B, T, H * nrep, D)
+
+
+def replicated(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
+    q, k, v = qkv.split([NH, NH_KV, NH_KV], dim=2)
+    nrep = NH // NH_KV
+    return torch.stack([q, repeat_kv(k, nrep), repeat_kv(v, nrep)], dim=2)
+
+
+SHAPES = [(2, 3, 8, 2, 4), (1, 5, 4, 4, 3), (2, 2, 6, 1, 8)]  # (B, T, NH, NH_KV, HD): nrep 4, 1, 6
+
+
+def test_the_operators_are_registered() -> None:
+    for name in ("repkv", "repkv_backward", "repkv_backward_out"):
+        assert hasattr(torch.ops.repkv_tune, name)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_and_backward_match_autograd_of_repeat_kv(shape) -> None:
+    B, T, NH, NH_KV, HD = shape
+    qkv = torch.randn(B, T, NH + 2 * NH_KV, HD, dtype=torch.float64, requires_grad=True)
+    mine = repkv(qkv, NH, NH_KV)
+    theirs = replicated(qkv, NH, NH_KV)
+    assert torch.equal(mine, theirs)
+    grad = torch.randn_like(mine)
+    (mine_grad,) = torch.autograd.grad(mine, qkv, grad)
+    (their_grad,) = torch.autograd.grad(theirs, qkv, grad)
+    torch.testing.assert_close(mine_grad, their_grad)
+    torch.testing.assert_close(repkv_backward(grad, NH_KV), their_grad)
+
+
+def test_gradcheck_in_float64() -> None:
+    qkv = torch.randn(2, 3, 8, 4, dtype=torch.float64, requires_grad=True)[:, :, :8]
+    assert torch.autograd.gradcheck(lambda x: repkv(x, 4, 2), (qkv,))
+
+
+def test_opcheck_schema_fake_and_autograd_registration() -> None:
+    qkv = torch.randn(2, 3, 12, 4, requires_grad=True)
+    torch.library.opcheck(torch.ops.repkv_tune.repkv.default, (qkv, 8, 2))
+    dout = torch.randn(2, 3, 3, 8, 4)
+    torch.library.opcheck(torch.ops.repkv_tune.repkv_backward.default, (dout, 2))
+    torch.library.opcheck(
+        torch.ops.repkv_tune.repkv_backward_out.default, (dout, 2, torch.empty(2, 3, 12, 4))
+    )
+
+
+def test_out_is_written_and_returned() -> None:
+    dout = torch.randn(2, 3, 3, 8, 4)
+    out = torch.full((2, 3, 12, 4), float("nan"))
+    assert repkv_backward(dout, 2, out=out) is out
+    torch.testing.assert_close(out, reference_backward(dout, 2))
+
+
+def test_compile_fullgraph_traces_through_the_ops() -> None:
+    def step(qkv: torch.Tensor) -> torch.Tensor:
+        q, k, v = repkv(qkv, 8, 2).unbind(2)
+        return (q * k + v).sum()
+
+    qkv = torch.randn(2, 3, 12, 4, requires_grad=True)
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    loss = compiled(qkv)
+    loss.backward()
+    qkv2 = qkv.detach().clone().requires_grad_(True)
+    expected = step(qkv2)
+    expected.backward()
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(qkv.grad, qkv2.grad)
+
+
+def test_meta_tensors_get_shapes_without_running() -> None:
+    dout = torch.empty(4, 16, 3, 32, 128, device="meta", dtype=torch.bfloat16)
+    dinp = torch.ops.repkv_tune.repkv_backward(dout, 8)
+    assert dinp.shape == (4, 16, 48, 128) and dinp.device.type == "meta"
+    assert repkv(torch.empty(4, 16, 48, 128, device="meta"), 32, 8).shape == (4, 16, 3, 32, 128)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: repkv_backward(torch.randn(2, 3, 2, 8, 4), 2), r"\(B, T, 3, NH, HD\)"),
+        (lambda: repkv_backward(torch.randn(2, 3, 3, 8, 4), 3), "not divisible"),
+        (lambda: repkv(torch.randn(2, 3, 11, 4), 8, 2), "NH \\+ 2\\*NH_KV = 12"),
+        (lambda: repkv(torch.randn(2, 3, 12, 4), 8, 0), "positive multiple"),
+        (lambda: repkv_backward(torch.randn(2, 3, 3, 8, 4), 2, out=torch.empty(2, 3, 12, 5)), "out must be"),
+        (
+            lambda: repkv_backward(
+                torch.randn(2, 3, 3, 8, 4), 2, out=torch.empty(2, 3, 4, 12).transpose(2, 3)
+            ),
+            "contiguous",
+        ),
+    ],
+)
+def test_bad_arguments_get_a_clear_error(call, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -1,0 +1,287 @@
+"""The tuned repkv backward as PyTorch operators, for attention kernels that need K and V
+replicated to every query head (custom or older kernels, llm.c ports). Attention that
+handles grouped-query itself (`F.scaled_dot_product_attention(..., enable_gqa=True)`) needs
+no replication at all: see the README's step-time table before using this.
+
+    from tuner.gpu.torch_op import repkv, repkv_backward
+    qkv = proj(x).view(B, T, NH + 2 * NH_KV, HD)
+    q, k, v = repkv(qkv, NH, NH_KV).unbind(2)       # (B, T, 3, NH, HD); backward is tuned
+    dinp = repkv_backward(dout, NH_KV)               # the backward alone; out= to reuse memory
+
+Both are `torch.library` custom ops (`torch.ops.repkv_tune.repkv`,
+`torch.ops.repkv_tune.repkv_backward`, `torch.ops.repkv_tune.repkv_backward_out`) with fake
+implementations, so `torch.compile(fullgraph=True)` traces through them. On a CUDA tensor
+the backward launches the tuned kernel on `torch.cuda.current_stream()`, into memory from
+PyTorch's caching allocator, so it runs inside CUDA graph capture. Its configuration is
+`results.selection.select`'s for this GPU (exact, else nearest tuned shape; another GPU's
+results only where this one has none; a generic configuration where nothing serves). The
+kernel is compiled (CuPy, NVRTC) and its launch arguments packed on the first call per
+(shape, dtype, device): make that call before capturing a graph, as PyTorch asks of every
+captured operation. CPU and float64 tensors take a plain PyTorch path (for tests and
+gradcheck). Only this module and tuner/gpu/ import cupy, and only on a CUDA call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+_DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def _check(dout_shape: tuple[int, ...], NH_KV: int) -> tuple[int, int, int, int, int]:
+    if len(dout_shape) != 5 or dout_shape[2] != 3:
+        raise ValueError(f"dout must be (B, T, 3, NH, HD); got {tuple(dout_shape)}")
+    B, T, _, NH, HD = dout_shape
+    if NH_KV < 1 or NH % NH_KV:
+        raise ValueError(f"NH={NH} is not divisible by NH_KV={NH_KV}")
+    return B, T, NH, NH_KV, HD
+
+
+def _check_qkv(qkv_shape: tuple[int, ...], NH: int, NH_KV: int) -> None:
+    if NH_KV < 1 or NH < 1 or NH % NH_KV:
+        raise ValueError(f"NH={NH} must be a positive multiple of NH_KV={NH_KV}")
+    if len(qkv_shape) != 4 or qkv_shape[2] != NH + 2 * NH_KV:
+        raise ValueError(f"qkv must be (B, T, NH + 2*NH_KV = {NH + 2 * NH_KV}, HD); got {tuple(qkv_shape)}")
+
+
+# --- the reference path (CPU, float64) -------------------------------------------------------
+def reference_backward(dout: torch.Tensor, NH_KV: int) -> torch.Tensor:
+    """dinp[..., :NH] = dout[:, :, 0]; K and V: the sum over each head's nrep replicas."""
+    B, T, NH, NH_KV, HD = _check(tuple(dout.shape), NH_KV)
+    kv = dout[:, :, 1:].reshape(B, T, 2, NH_KV, NH // NH_KV, HD).sum(4)
+    return torch.cat([dout[:, :, 0], kv.reshape(B, T, 2 * NH_KV, HD)], dim=2)
+
+
+# --- the tuned CUDA path ---------------------------------------------------------------------
+@dataclass
+class _Launcher:
+    """One (shape, dtype, device): the kernel's handle, its geometry and its argument block
+    (dinp and dout pointers, then B, T, NH, NH_KV, HD) packed once; a call writes the two
+    pointers and launches."""
+
+    function: int  # CUfunction
+    grid: int
+    block: int
+    config_key: str
+    served_from: str  # "exact", "nearest", "generic"
+    _keep: tuple  # the module and ctypes objects the addresses point into
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __call__(self, dinp_ptr: int, dout_ptr: int, stream: int) -> None:
+        from cupy.cuda import driver
+
+        pointers, params = self._keep[1], self._keep[2]
+        with self._lock:  # the argument block is shared; the launch copies it
+            pointers[0].value = dinp_ptr
+            pointers[1].value = dout_ptr
+            driver.launchKernel(self.function, self.grid, 1, 1, self.block, 1, 1, 0, stream, params, 0)
+
+
+class _Launchers:
+    """Launchers per (shape, dtype, device index), and the results index they are chosen
+    from (loaded once, on the first CUDA call)."""
+
+    def __init__(self, results: Path | None = None) -> None:
+        self.results = results
+        self._by_key: dict[tuple, _Launcher] = {}
+        self._index = None
+        self._lock = threading.Lock()
+
+    def index(self):
+        if self._index is None:
+            from results.index import build_index
+            from results.store import default_results_dir, load_results
+
+            frame, report = load_results(self.results or default_results_dir())
+            self._index = build_index(frame, report)
+        return self._index
+
+    def get(self, key: tuple) -> _Launcher:
+        launcher = self._by_key.get(key)
+        if launcher is None:
+            with self._lock:
+                launcher = self._by_key.get(key) or self._build(*key)
+                self._by_key[key] = launcher
+        return launcher
+
+    def _build(self, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> _Launcher:
+        import cupy as cp
+
+        from results.selection import generic_config, select
+        from tuner.gpus import InvalidGpuLabel, default_label
+        from variants import Shape, get_dtype, get_family
+
+        shape, dtype = Shape(*shape_tuple), get_dtype(dtype_name)
+        name = torch.cuda.get_device_name(device)
+        try:
+            gpu = default_label(name)
+        except InvalidGpuLabel:
+            gpu = ""
+        choice = select(self.index(), gpu, shape, dtype, other_gpus=True) if gpu else None
+        if choice is not None:
+            config, served = choice.candidate.config, choice.match
+            if choice.group.gpu != gpu:
+                log.warning(
+                    "no results for %s; using %s's configuration for %s", gpu, choice.group.gpu, shape
+                )
+        else:
+            config, served = generic_config(shape, dtype), "generic"
+            log.warning("nothing tuned serves %s %s on %s; using %s", shape, dtype.name, name, config.key)
+        family = get_family(config.family)
+        expression = family.name_expression(shape, dtype, config)
+        sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+        launch = family.geometry(shape, dtype, config, sm_count)
+        with cp.cuda.Device(device):
+            module = cp.RawModule(
+                code=family.source, options=family.compile_options, name_expressions=[expression]
+            )
+            kernel = module.get_function(expression)
+        pointers = (ctypes.c_void_p(0), ctypes.c_void_p(0))
+        ints = [ctypes.c_int(v) for v in shape_tuple]
+        slots = (ctypes.c_void_p * 7)(*(ctypes.addressof(a) for a in (*pointers, *ints)))
+        return _Launcher(
+            function=int(kernel.kernel.ptr),
+            grid=int(launch.grid),
+            block=int(launch.block),
+            config_key=config.key,
+            served_from=served,
+            _keep=(module, pointers, ctypes.addressof(slots), slots, ints, kernel),
+        )
+
+
+LAUNCHERS = _Launchers()
+
+
+def _launch_into(dinp: torch.Tensor, dout: torch.Tensor, NH_KV: int) -> None:
+    B, T, NH, NH_KV, HD = _check(tuple(dout.shape), NH_KV)
+    if B * T == 0:
+        return
+    device = dout.device.index if dout.device.index is not None else torch.cuda.current_device()
+    launcher = LAUNCHERS.get(((B, T, NH, NH_KV, HD), _DTYPE_NAMES[dout.dtype], device))
+    stream = torch.cuda.current_stream(device).cuda_stream
+    if device == torch.cuda.current_device():
+        launcher(dinp.data_ptr(), dout.data_ptr(), stream)
+    else:
+        with torch.cuda.device(device):
+            launcher(dinp.data_ptr(), dout.data_ptr(), stream)
+
+
+def _tuned(dout: torch.Tensor) -> bool:
+    return dout.is_cuda and dout.dtype in _DTYPE_NAMES
+
+
+def _backward_into(dinp: torch.Tensor, dout: torch.Tensor, NH_KV: int) -> None:
+    if _tuned(dout):
+        _launch_into(dinp, dout.contiguous(), NH_KV)
+    else:
+        dinp.copy_(reference_backward(dout, NH_KV))
+
+
+# --- the operators ----------------------------------------------------------------------------
+def _dinp_shape(dout: torch.Tensor, NH_KV: int) -> tuple[int, int, int, int]:
+    B, T, NH, NH_KV, HD = _check(tuple(dout.shape), NH_KV)
+    return B, T, NH + 2 * NH_KV, HD
+
+
+@torch.library.custom_op("repkv_tune::repkv_backward", mutates_args=())
+def _repkv_backward(dout: torch.Tensor, NH_KV: int) -> torch.Tensor:
+    dinp = dout.new_empty(_dinp_shape(dout, NH_KV))
+    _backward_into(dinp, dout, NH_KV)
+    return dinp
+
+
+@_repkv_backward.register_fake
+def _(dout: torch.Tensor, NH_KV: int) -> torch.Tensor:
+    return dout.new_empty(_dinp_shape(dout, NH_KV))
+
+
+@torch.library.custom_op("repkv_tune::repkv_backward_out", mutates_args=("out",))
+def _repkv_backward_out(dout: torch.Tensor, NH_KV: int, out: torch.Tensor) -> None:
+    expected = _dinp_shape(dout, NH_KV)
+    if tuple(out.shape) != expected or out.dtype != dout.dtype or out.device != dout.device:
+        raise ValueError(
+            f"out must be a {dout.dtype} tensor of shape {expected} on {dout.device}; "
+            f"got {out.dtype} {tuple(out.shape)} on {out.device}"
+        )
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+    _backward_into(out, dout, NH_KV)
+
+
+@_repkv_backward_out.register_fake
+def _(dout: torch.Tensor, NH_KV: int, out: torch.Tensor) -> None:
+    return None
+
+
+def repkv_backward(dout: torch.Tensor, NH_KV: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """dinp (B, T, NH + 2*NH_KV, HD) from dout (B, T, 3, NH, HD): the tuned repkv backward.
+    With `out`, writes into it (contiguous, same dtype and device) and returns it."""
+    if out is None:
+        return torch.ops.repkv_tune.repkv_backward(dout, NH_KV)
+    torch.ops.repkv_tune.repkv_backward_out(dout, NH_KV, out)
+    return out
+
+
+_GATHER_INDEX: dict[tuple[int, int, torch.device], torch.Tensor] = {}
+
+
+def _gather_index(NH: int, NH_KV: int, device: torch.device) -> torch.Tensor:
+    """Heads of qkv that make (q heads, k replicated, v replicated): one index_select."""
+    key = (NH, NH_KV, device)
+    index = _GATHER_INDEX.get(key)
+    if index is None:
+        h = torch.arange(NH, device=device)
+        nrep = NH // NH_KV
+        index = _GATHER_INDEX.setdefault(key, torch.cat([h, NH + h // nrep, NH + NH_KV + h // nrep]))
+    return index
+
+
+@torch.library.custom_op("repkv_tune::repkv", mutates_args=())
+def _repkv(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
+    _check_qkv(tuple(qkv.shape), NH, NH_KV)
+    B, T, _, HD = qkv.shape
+    return qkv.index_select(2, _gather_index(NH, NH_KV, qkv.device)).view(B, T, 3, NH, HD)
+
+
+@_repkv.register_fake
+def _(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
+    _check_qkv(tuple(qkv.shape), NH, NH_KV)
+    B, T, _, HD = qkv.shape
+    return qkv.new_empty((B, T, 3, NH, HD))
+
+
+def _setup(ctx, inputs, output) -> None:
+    ctx.NH_KV = inputs[2]
+
+
+def _repkv_grad(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+    return torch.ops.repkv_tune.repkv_backward(grad.contiguous(), ctx.NH_KV), None, None
+
+
+torch.library.register_autograd("repkv_tune::repkv", _repkv_grad, setup_context=_setup)
+
+
+def repkv(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
+    """llm.c's repkv forward: (B, T, NH + 2*NH_KV, HD) -> (B, T, 3, NH, HD) with each K and V
+    head replicated NH / NH_KV times; its backward is the tuned repkv backward."""
+    return torch.ops.repkv_tune.repkv(qkv, NH, NH_KV)
+
+
+def served(shape: tuple[int, int, int, int, int], dtype: torch.dtype, device: int = 0) -> tuple[str, str]:
+    """(configuration key, "exact" | "nearest" | "generic") that the backward uses for
+    (B, T, NH, NH_KV, HD) on this CUDA device (compiling it if needed)."""
+    launcher = LAUNCHERS.get((tuple(shape), _DTYPE_NAMES[dtype], device))
+    return launcher.config_key, launcher.served_from
+
+
+__all__ = ["reference_backward", "repkv", "repkv_backward", "served"]
