@@ -30,8 +30,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from results.store import write_table  # noqa: E402
 from results.leave_one_out import leave_one_out, summarize  # noqa: E402
+from results.store import write_table  # noqa: E402
 from service.live_store import ResultsStore  # noqa: E402
 from service.synthetic import GPUS, synthetic_frame  # noqa: E402
 

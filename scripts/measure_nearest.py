@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from results.store import default_results_dir, load_results  # noqa: E402
 from results.leave_one_out import leave_one_out, summarize  # noqa: E402
+from results.store import default_results_dir, load_results  # noqa: E402
 from tuner.rows import ResultsSink, StudyInfo, new_run_id, trial_row  # noqa: E402
 from variants import Config, Shape, get_dtype  # noqa: E402
 
