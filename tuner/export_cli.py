@@ -1,7 +1,7 @@
 """`python -m tuner export`: one GPU's winners as a drop-in CUDA header for llm.c, or as JSON.
 
-    python -m tuner export --format cuda-header --gpu h200 --dtype bf16 -o repkv_tuned.cuh
-    python -m tuner export --format json --gpu h200
+python -m tuner export --format cuda-header --gpu h200 --dtype bf16 -o repkv_tuned.cuh
+python -m tuner export --format json --gpu h200
 """
 
 from __future__ import annotations
