@@ -162,8 +162,9 @@ def run_size(size: tuple[int, int, int, int, int], log: Callable[[str], None]) -
                 **{f"{k}_ms": v for k, v in split.items()},
             }
             rows.append(row)
-            share = f"  replication+copies {split['replication_and_copies'] / sum(split.values()):.1%}"
-            log(f"{B},{T},{NH},{NH_KV},{HD} {path:<10} {mode:<10} {ms:8.3f} ms" + (share if split else ""))
+            share = split["replication_and_copies"] / sum(split.values()) if split else None
+            note = f"  replication+copies {share:.1%}" if share is not None else ""
+            log(f"{B},{T},{NH},{NH_KV},{HD} {path:<10} {mode:<10} {ms:8.3f} ms{note}")
     reference = grads["repeat_kv"]
     for path in PATHS[1:]:
         err = (grads[path] - reference).norm() / reference.norm()

@@ -146,11 +146,12 @@ class _Launchers:
                 code=family.source, options=family.compile_options, name_expressions=[expression]
             )
             kernel = module.get_function(expression)
+            function = int(kernel.kernel.ptr)  # CuPy loads the module on the current device
         pointers = (ctypes.c_void_p(0), ctypes.c_void_p(0))
         ints = [ctypes.c_int(v) for v in shape_tuple]
         slots = (ctypes.c_void_p * 7)(*(ctypes.addressof(a) for a in (*pointers, *ints)))
         return _Launcher(
-            function=int(kernel.kernel.ptr),
+            function=function,
             grid=int(launch.grid),
             block=int(launch.block),
             config_key=config.key,
