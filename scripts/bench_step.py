@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.gpu.torch_op import LAUNCHERS, _launch_into, repkv, repkv_backward, served
+from tuner.gpu.torch_op import LAUNCHERS, repkv, repkv_backward, served
 
 # (B, T, NH, NH_KV, HD)
 SIZES = [(4, 2048, 32, 8, 128), (8, 2048, 14, 2, 64), (2, 2048, 64, 8, 128)]
@@ -181,10 +181,12 @@ def cpu_cost(log: Callable[[str], None], calls: int = 20000) -> list[dict]:
     B, T, NH, NH_KV, HD = 1, 16, 32, 8, 128
     dout = torch.randn(B, T, 3, NH, HD, device="cuda", dtype=torch.bfloat16)
     out = torch.empty(B, T, NH + 2 * NH_KV, HD, device="cuda", dtype=torch.bfloat16)
+    op, op_out = torch.ops.repkv_tune.repkv_backward, torch.ops.repkv_tune.repkv_backward_out
     candidates: dict[str, Callable[[], object]] = {
-        "repkv_backward (op)": lambda: repkv_backward(dout, NH_KV),
-        "repkv_backward out= (op)": lambda: repkv_backward(dout, NH_KV, out=out),
-        "launch only (no dispatcher, no allocation)": lambda: _launch_into(out, dout, NH_KV),
+        "repkv_backward(dout, NH_KV)": lambda: repkv_backward(dout, NH_KV),
+        "repkv_backward(dout, NH_KV, out=out)": lambda: repkv_backward(dout, NH_KV, out=out),
+        "torch.ops.repkv_tune.repkv_backward (dispatcher)": lambda: op(dout, NH_KV),
+        "torch.ops.repkv_tune.repkv_backward_out (dispatcher)": lambda: op_out(dout, NH_KV, out),
         "torch: dout.clone()": lambda: dout.clone(),
         "torch: dout.sum(2)": lambda: dout.sum(2),
         "torch: torch.add(out, 1, out=out)": lambda: torch.add(out, 1, out=out),

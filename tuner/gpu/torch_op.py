@@ -163,14 +163,28 @@ class _Launchers:
 LAUNCHERS = _Launchers()
 
 
-def _launch_into(dinp: torch.Tensor, dout: torch.Tensor, NH_KV: int) -> None:
-    B, T, NH, NH_KV, HD = _check(tuple(dout.shape), NH_KV)
-    if B * T == 0:
+# (dout shape, dtype, device index, NH_KV) -> (launcher or None for B*T = 0, dinp shape): what
+# a call needs once its arguments were checked, found with one dictionary lookup.
+_PLANS: dict[tuple, tuple[_Launcher | None, tuple[int, int, int, int]]] = {}
+
+
+def _plan(dout: torch.Tensor, NH_KV: int, device: int) -> tuple[_Launcher | None, tuple[int, int, int, int]]:
+    key = (dout.shape, dout.dtype, device, NH_KV)
+    found = _PLANS.get(key)
+    if found is None:
+        B, T, NH, NH_KV, HD = _check(tuple(dout.shape), NH_KV)
+        launcher = None
+        if B * T:
+            launcher = LAUNCHERS.get(((B, T, NH, NH_KV, HD), _DTYPE_NAMES[dout.dtype], device))
+        found = _PLANS.setdefault(key, (launcher, (B, T, NH + 2 * NH_KV, HD)))
+    return found
+
+
+def _launch(launcher: _Launcher | None, dinp: torch.Tensor, dout: torch.Tensor, device: int) -> None:
+    if launcher is None:
         return
-    device = dout.device.index if dout.device.index is not None else torch.cuda.current_device()
-    launcher = LAUNCHERS.get(((B, T, NH, NH_KV, HD), _DTYPE_NAMES[dout.dtype], device))
-    stream = torch.cuda.current_stream(device).cuda_stream
-    if device == torch.cuda.current_device():
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    if device == torch._C._cuda_getDevice():
         launcher(dinp.data_ptr(), dout.data_ptr(), stream)
     else:
         with torch.cuda.device(device):
@@ -183,9 +197,46 @@ def _tuned(dout: torch.Tensor) -> bool:
 
 def _backward_into(dinp: torch.Tensor, dout: torch.Tensor, NH_KV: int) -> None:
     if _tuned(dout):
-        _launch_into(dinp, dout.contiguous(), NH_KV)
+        dout = dout.contiguous()
+        device = dout.get_device()
+        _launch(_plan(dout, NH_KV, device)[0], dinp, dout, device)
     else:
         dinp.copy_(reference_backward(dout, NH_KV))
+
+
+def _check_out(out: torch.Tensor, dout: torch.Tensor, expected: tuple[int, ...]) -> None:
+    if tuple(out.shape) != tuple(expected) or out.dtype != dout.dtype or out.device != dout.device:
+        raise ValueError(
+            f"out must be a {dout.dtype} tensor of shape {tuple(expected)} on {dout.device}; "
+            f"got {out.dtype} {tuple(out.shape)} on {out.device}"
+        )
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+
+
+def _eager_ok(dout: torch.Tensor) -> bool:
+    """A plain CUDA tensor with no tracing or dispatch mode around it: the op's body can run
+    without PyTorch's dispatcher (the same launch, a fraction of the CPU cost)."""
+    return (
+        type(dout) is torch.Tensor
+        and dout.is_cuda
+        and dout.dtype in _DTYPE_NAMES
+        and not torch._C._len_torch_dispatch_stack()
+        and not torch._C._is_torch_function_mode_enabled()
+    )
+
+
+def _eager_backward(dout: torch.Tensor, NH_KV: int, out: torch.Tensor | None) -> torch.Tensor:
+    if not dout.is_contiguous():
+        dout = dout.contiguous()
+    device = dout.get_device()
+    launcher, shape = _plan(dout, NH_KV, device)
+    if out is None:
+        out = torch.empty(shape, dtype=dout.dtype, device=dout.device)
+    else:
+        _check_out(out, dout, shape)
+    _launch(launcher, out, dout, device)
+    return out
 
 
 # --- the operators ----------------------------------------------------------------------------
@@ -208,14 +259,7 @@ def _(dout: torch.Tensor, NH_KV: int) -> torch.Tensor:
 
 @torch.library.custom_op("repkv_tune::repkv_backward_out", mutates_args=("out",))
 def _repkv_backward_out(dout: torch.Tensor, NH_KV: int, out: torch.Tensor) -> None:
-    expected = _dinp_shape(dout, NH_KV)
-    if tuple(out.shape) != expected or out.dtype != dout.dtype or out.device != dout.device:
-        raise ValueError(
-            f"out must be a {dout.dtype} tensor of shape {expected} on {dout.device}; "
-            f"got {out.dtype} {tuple(out.shape)} on {out.device}"
-        )
-    if not out.is_contiguous():
-        raise ValueError("out must be contiguous")
+    _check_out(out, dout, _dinp_shape(dout, NH_KV))
     _backward_into(out, dout, NH_KV)
 
 
@@ -226,7 +270,12 @@ def _(dout: torch.Tensor, NH_KV: int, out: torch.Tensor) -> None:
 
 def repkv_backward(dout: torch.Tensor, NH_KV: int, out: torch.Tensor | None = None) -> torch.Tensor:
     """dinp (B, T, NH + 2*NH_KV, HD) from dout (B, T, 3, NH, HD): the tuned repkv backward.
-    With `out`, writes into it (contiguous, same dtype and device) and returns it."""
+    With `out`, writes into it (contiguous, same dtype and device) and returns it.
+
+    On a plain CUDA tensor outside tracing it launches directly; under torch.compile, a
+    dispatch mode or on the CPU it goes through the registered operator."""
+    if _eager_ok(dout):
+        return _eager_backward(dout, NH_KV, out)
     if out is None:
         return torch.ops.repkv_tune.repkv_backward(dout, NH_KV)
     torch.ops.repkv_tune.repkv_backward_out(dout, NH_KV, out)
@@ -266,7 +315,7 @@ def _setup(ctx, inputs, output) -> None:
 
 
 def _repkv_grad(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-    return torch.ops.repkv_tune.repkv_backward(grad.contiguous(), ctx.NH_KV), None, None
+    return repkv_backward(grad, ctx.NH_KV), None, None
 
 
 torch.library.register_autograd("repkv_tune::repkv", _repkv_grad, setup_context=_setup)
