@@ -231,6 +231,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--quick", action="store_true", help="the first size only")
+    parser.add_argument("--cpu-cost-only", action="store_true", help="only the CPU cost per call")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -238,6 +239,11 @@ def main() -> int:
         print(text, flush=True)
 
     log(f"{torch.cuda.get_device_name()} torch {torch.__version__}")
+    if args.cpu_cost_only:
+        cost = pd.DataFrame(cpu_cost(log))
+        cost["gpu_name"] = torch.cuda.get_device_name()
+        cost.to_parquet(args.out / "cpu_cost.parquet", index=False)
+        return 0
     rows = []
     for size in SIZES[:1] if args.quick else SIZES:
         rows += run_size(size, log)
