@@ -23,7 +23,7 @@ results; a GPU without any from the other GPUs' only where the caller asks for t
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -83,6 +83,31 @@ def rank_groups(
     return [(t, d, group) for _, t, d, group in ranked]
 
 
+def serving(
+    groups: Iterable[TunedGroup],
+    shape: Shape,
+    dtype: DType,
+    exclude: Collection[GroupKey] = (),
+) -> Iterator[Choice]:
+    """Every configuration that can serve (shape, dtype), in the order the rule tries them:
+    tuned groups by rank, each group's configurations fastest first."""
+    usable = [g for g in groups if g.key not in exclude]
+    for t, d, group in rank_groups(usable, shape, dtype):
+        exact = group.shape == shape and group.dtype.name == dtype.name
+        for rank, candidate in enumerate(group.candidates):
+            recipe = build_recipe(candidate, shape, dtype)
+            if isinstance(recipe, Recipe):
+                yield Choice(
+                    group=group,
+                    candidate=candidate,
+                    rank=rank,
+                    recipe=recipe,
+                    match="exact" if exact else "nearest",
+                    tier=t,
+                    distance=d,
+                )
+
+
 def choose(
     groups: Iterable[TunedGroup],
     shape: Shape,
@@ -92,22 +117,39 @@ def choose(
     """The configuration to serve for (shape, dtype) from one GPU's tuned groups, or None.
 
     `exclude` leaves tuned groups out (the leave-one-out evaluation uses it)."""
-    usable = [g for g in groups if g.key not in exclude]
-    for t, d, group in rank_groups(usable, shape, dtype):
-        exact = group.shape == shape and group.dtype.name == dtype.name
-        for rank, candidate in enumerate(group.candidates):
-            recipe = build_recipe(candidate, shape, dtype)
-            if isinstance(recipe, Recipe):
-                return Choice(
-                    group=group,
-                    candidate=candidate,
-                    rank=rank,
-                    recipe=recipe,
-                    match="exact" if exact else "nearest",
-                    tier=t,
-                    distance=d,
-                )
-    return None
+    return next(serving(groups, shape, dtype, exclude), None)
+
+
+def shortlist(
+    index: StoreIndex,
+    gpu: str,
+    shape: Shape,
+    dtype: DType,
+    size: int = 4,
+    per_group: int = 2,
+    other_gpus: bool = False,
+) -> list[Choice]:
+    """The few configurations worth racing on a shape nobody tuned: the served one first,
+    then the best of the next nearest tuned shapes (at most `per_group` from each), distinct
+    configurations only. An exact match is the whole list: it was measured there."""
+    found: list[Choice] = []
+    keys: set[str] = set()
+    for label in source_gpus(index, gpu, other_gpus):
+        taken: dict[GroupKey, int] = {}
+        for choice in serving(index.groups_of(label), shape, dtype):
+            if choice.match == "exact":
+                return [choice]
+            key = choice.group.key
+            if choice.candidate.config_key in keys or taken.get(key, 0) >= per_group:
+                continue
+            taken[key] = taken.get(key, 0) + 1
+            keys.add(choice.candidate.config_key)
+            found.append(choice)
+            if len(found) >= size:
+                return found
+        if found:
+            break
+    return found
 
 
 def source_gpus(index: StoreIndex, gpu: str, other_gpus: bool = False) -> list[str]:

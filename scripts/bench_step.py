@@ -171,7 +171,7 @@ def run_size(size: tuple[int, int, int, int, int], log: Callable[[str], None]) -
         log(f"  input grad of {path} vs repeat_kv: relative error {err:.2e}")
         if not err < 2e-2:
             raise SystemExit(f"{path} computes another gradient than repeat_kv ({err:.2e})")
-    key, how = served((B, T, NH, NH_KV, HD), torch.bfloat16)
+    key, how, _ = served((B, T, NH, NH_KV, HD), torch.bfloat16)
     log(f"  the op's backward: {key} ({how})")
     return rows
 

@@ -53,8 +53,14 @@ def test_every_element_is_written_and_out_is_respected() -> None:
 
 
 def test_a_tuned_shape_is_served_exactly() -> None:
-    key, how = served((8, 1024, 32, 8, 128), torch.bfloat16)
-    assert how == "exact", key
+    key, how, race = served((8, 1024, 32, 8, 128), torch.bfloat16)
+    assert how == "exact" and not race, key
+
+
+def test_an_untuned_shape_races_its_shortlist_and_keeps_the_fastest() -> None:
+    key, how, race = served((3, 1000, 32, 8, 128), torch.bfloat16)
+    assert how == "raced" and len(race) >= 2
+    assert key == min(race, key=lambda entry: entry[1])[0]
 
 
 def test_graph_capture_and_replay() -> None:

@@ -6,7 +6,7 @@ from trial_rows import S1, S2, h100_rows, other_rows
 
 import variants
 from results.index import build_index
-from results.selection import choose, distance, rank_groups, select, source_gpus, tier
+from results.selection import choose, distance, rank_groups, select, shortlist, source_gpus, tier
 
 BF16, FP32 = variants.get_dtype("bf16"), variants.get_dtype("fp32")
 
@@ -73,3 +73,19 @@ def test_select_caches_on_the_index_and_a_new_index_starts_empty() -> None:
     first = select(index, "h100", S2, BF16)
     assert select(index, "h100", S2, BF16) is first and len(index.choices) == 1
     assert len(build_index(frame).choices) == 0
+
+
+def test_shortlist_is_the_served_configuration_then_distinct_neighbours() -> None:
+    index = build_index(pd.DataFrame(h100_rows()))
+    odd = variants.Shape(2, 640, 32, 8, 128)  # untuned; S1 and S2 share its layout
+    listed = shortlist(index, "h100", odd, BF16)
+    assert listed[0].candidate.config_key == select(index, "h100", odd, BF16).candidate.config_key
+    keys = [c.candidate.config_key for c in listed]
+    assert len(keys) == len(set(keys)) >= 2
+    assert all(sum(c.group.key == g.key for c in listed) <= 2 for g in index.groups_of("h100"))
+
+
+def test_shortlist_of_a_tuned_shape_is_its_winner_alone() -> None:
+    index = build_index(pd.DataFrame(h100_rows()))
+    (only,) = shortlist(index, "h100", S1, BF16)
+    assert only.match == "exact" and only.rank == 0

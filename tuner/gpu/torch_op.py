@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
+import statistics
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +73,9 @@ class _Launcher:
     grid: int
     block: int
     config_key: str
-    served_from: str  # "exact", "nearest", "generic"
+    served_from: str  # "exact", "nearest", "raced", "generic"
     _keep: tuple  # the module and ctypes objects the addresses point into
+    race: tuple[tuple[str, float], ...] = ()  # (configuration, median ms) when raced
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -115,11 +118,9 @@ class _Launchers:
         return launcher
 
     def _build(self, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> _Launcher:
-        import cupy as cp
-
-        from results.selection import generic_config, select
+        from results.selection import generic_config, shortlist
         from tuner.gpus import InvalidGpuLabel, default_label
-        from variants import Shape, get_dtype, get_family
+        from variants import Shape, get_dtype
 
         shape, dtype = Shape(*shape_tuple), get_dtype(dtype_name)
         name = torch.cuda.get_device_name(device)
@@ -127,37 +128,92 @@ class _Launchers:
             gpu = default_label(name)
         except InvalidGpuLabel:
             gpu = ""
-        choice = select(self.index(), gpu, shape, dtype, other_gpus=True) if gpu else None
-        if choice is not None:
-            config, served = choice.candidate.config, choice.match
-            if choice.group.gpu != gpu:
-                log.warning(
-                    "no results for %s; using %s's configuration for %s", gpu, choice.group.gpu, shape
-                )
-        else:
-            config, served = generic_config(shape, dtype), "generic"
+        listed = shortlist(self.index(), gpu, shape, dtype, other_gpus=True) if gpu else []
+        if not listed:
+            config = generic_config(shape, dtype)
             log.warning("nothing tuned serves %s %s on %s; using %s", shape, dtype.name, name, config.key)
-        family = get_family(config.family)
-        expression = family.name_expression(shape, dtype, config)
-        sm_count = torch.cuda.get_device_properties(device).multi_processor_count
-        launch = family.geometry(shape, dtype, config, sm_count)
-        with cp.cuda.Device(device):
-            module = cp.RawModule(
-                code=family.source, options=family.compile_options, name_expressions=[expression]
+            return _compile(shape, dtype, config, device, "generic")
+        if listed[0].group.gpu != gpu:
+            log.warning(
+                "no results for %s; using %s's configurations for %s", gpu, listed[0].group.gpu, shape
             )
-            kernel = module.get_function(expression)
-            function = int(kernel.kernel.ptr)  # CuPy loads the module on the current device
-        pointers = (ctypes.c_void_p(0), ctypes.c_void_p(0))
-        ints = [ctypes.c_int(v) for v in shape_tuple]
-        slots = (ctypes.c_void_p * 7)(*(ctypes.addressof(a) for a in (*pointers, *ints)))
-        return _Launcher(
-            function=function,
-            grid=int(launch.grid),
-            block=int(launch.block),
-            config_key=config.key,
-            served_from=served,
-            _keep=(module, pointers, ctypes.addressof(slots), slots, ints, kernel),
+        launchers = [_compile(shape, dtype, c.candidate.config, device, c.match) for c in listed]
+        if len(launchers) == 1 or not RACE or torch.cuda.is_current_stream_capturing():
+            return launchers[0]
+        return _race(launchers, shape, dtype, device)
+
+
+def _compile(shape, dtype, config, device: int, served: str) -> _Launcher:
+    """Compile config's kernel for (shape, dtype) on the device and pack its arguments."""
+    import cupy as cp
+
+    from variants import get_family
+
+    family = get_family(config.family)
+    expression = family.name_expression(shape, dtype, config)
+    sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+    launch = family.geometry(shape, dtype, config, sm_count)
+    with cp.cuda.Device(device):
+        module = cp.RawModule(
+            code=family.source, options=family.compile_options, name_expressions=[expression]
         )
+        kernel = module.get_function(expression)
+        function = int(kernel.kernel.ptr)  # CuPy loads the module on the current device
+    pointers = (ctypes.c_void_p(0), ctypes.c_void_p(0))
+    ints = [ctypes.c_int(v) for v in (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)]
+    slots = (ctypes.c_void_p * 7)(*(ctypes.addressof(a) for a in (*pointers, *ints)))
+    return _Launcher(
+        function=function,
+        grid=int(launch.grid),
+        block=int(launch.block),
+        config_key=config.key,
+        served_from=served,
+        _keep=(module, pointers, ctypes.addressof(slots), slots, ints, kernel),
+    )
+
+
+# Race the shortlisted configurations of an untuned shape on its first call (REPKV_RACE=0: no).
+RACE = os.environ.get("REPKV_RACE", "1") != "0"
+RACE_REPS = 7
+
+
+def _race(launchers: list[_Launcher], shape, dtype, device: int) -> _Launcher:
+    """Time each candidate on fresh input (L2 flushed before every call; median of
+    RACE_REPS) and keep the fastest for the process. Takes milliseconds once compiled."""
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype.name]
+    with torch.cuda.device(device):
+        stream = torch.cuda.Stream(device)
+        with torch.cuda.stream(stream):
+            dout = torch.randn((shape.B, shape.T, 3, shape.NH, shape.HD), device=device, dtype=torch_dtype)
+            dinp = torch.empty((shape.B, shape.T, shape.heads_in, shape.HD), device=device, dtype=torch_dtype)
+            l2 = torch.cuda.get_device_properties(device).L2_cache_size
+            flush = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=device)
+            times = []
+            for launcher in launchers:
+                samples = []
+                for rep in range(RACE_REPS + 1):
+                    flush.fill_(rep)
+                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    launcher(dinp.data_ptr(), dout.data_ptr(), stream.cuda_stream)
+                    stop.record()
+                    stop.synchronize()
+                    if rep:
+                        samples.append(start.elapsed_time(stop))
+                times.append(statistics.median(samples))
+        stream.synchronize()
+    best = min(range(len(launchers)), key=times.__getitem__)
+    log.info(
+        "raced %s for %s %s: %s",
+        len(launchers),
+        shape,
+        dtype.name,
+        ", ".join(f"{lch.config_key} {t:.4f} ms" for lch, t in zip(launchers, times, strict=True)),
+    )
+    winner = launchers[best]
+    winner.served_from = "raced"
+    winner.race = tuple((lch.config_key, t) for lch, t in zip(launchers, times, strict=True))
+    return winner
 
 
 LAUNCHERS = _Launchers()
@@ -327,11 +383,14 @@ def repkv(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
     return torch.ops.repkv_tune.repkv(qkv, NH, NH_KV)
 
 
-def served(shape: tuple[int, int, int, int, int], dtype: torch.dtype, device: int = 0) -> tuple[str, str]:
-    """(configuration key, "exact" | "nearest" | "generic") that the backward uses for
-    (B, T, NH, NH_KV, HD) on this CUDA device (compiling it if needed)."""
+def served(
+    shape: tuple[int, int, int, int, int], dtype: torch.dtype, device: int = 0
+) -> tuple[str, str, tuple[tuple[str, float], ...]]:
+    """(configuration key, how it was chosen: "exact" | "nearest" | "raced" | "generic", the
+    race's (configuration, median ms) if one was run) of the backward for (B, T, NH, NH_KV,
+    HD) on this CUDA device, compiling (and racing) it if needed."""
     launcher = LAUNCHERS.get((tuple(shape), _DTYPE_NAMES[dtype], device))
-    return launcher.config_key, launcher.served_from
+    return launcher.config_key, launcher.served_from, launcher.race
 
 
 __all__ = ["reference_backward", "repkv", "repkv_backward", "served"]
