@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import platformdirs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -26,9 +27,12 @@ from results.schema import COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
 
 log = logging.getLogger(__name__)
 
-# The results bundled with the checkout (committed measurements from real GPUs); the tuner
-# writes and the service reads here unless told otherwise (REPKV_RESULTS_DIR, --results).
+# Where results live. New rows go to the user's directory ($REPKV_RESULTS_DIR, else the
+# platform's data directory: ~/.local/share/repkv-tune/results on Linux). The results bundled
+# with the package (committed measurements from real GPUs, results/data) are read beside it,
+# never written: by the service, by the Python API and by the tuner's de-duplication.
 BUNDLED_RESULTS = Path(__file__).resolve().parent / "data"
+APP_NAME = "repkv-tune"
 TEMP_PREFIX = ".tmp-"
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -45,8 +49,36 @@ class LoadReport:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def default_results_dir() -> Path:
-    return Path(os.environ.get("REPKV_RESULTS_DIR") or BUNDLED_RESULTS)
+def user_results_dir() -> Path:
+    """Where new results are written: $REPKV_RESULTS_DIR, else the platform's user data
+    directory (it may not exist yet)."""
+    configured = os.environ.get("REPKV_RESULTS_DIR")
+    return Path(configured).expanduser() if configured else platform_results_dir()
+
+
+def platform_results_dir() -> Path:
+    """The platform's user data directory for results (~/.local/share/repkv-tune/results on
+    Linux, honouring XDG_DATA_HOME)."""
+    return platformdirs.user_data_path(APP_NAME, appauthor=False) / "results"
+
+
+def bundled_results_dir() -> Path:
+    """The results shipped inside the package: read-only."""
+    return BUNDLED_RESULTS
+
+
+def read_dirs(primary: Path | None = None, *, bundled: bool = True) -> list[Path]:
+    """The directories a reader loads: `primary` (default: the user's directory), then the
+    bundled store unless `bundled` is false or it is `primary` itself."""
+    primary = Path(primary) if primary is not None else user_results_dir()
+    dirs = [primary]
+    if bundled and _resolved(bundled_results_dir()) != _resolved(primary):
+        dirs.append(bundled_results_dir())
+    return dirs
+
+
+def _resolved(path: Path) -> Path:
+    return Path(path).expanduser().resolve()
 
 
 def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Path, run_id: str) -> Path:
@@ -137,12 +169,28 @@ def result_files(directory: Path) -> list[Path]:
     )
 
 
-def load_results(directory: Path) -> tuple[pd.DataFrame, LoadReport]:
-    """Every trial row under directory. Unreadable files are skipped with a warning and
-    listed in the report; no row of a readable file is ever dropped."""
+def results_files_of(directories: Path | Iterable[Path]) -> list[Path]:
+    """result_files of each directory in turn, each file once."""
+    if isinstance(directories, (str, os.PathLike)):
+        directories = [Path(directories)]
+    seen: set[Path] = set()
+    files = []
+    for directory in directories:
+        for path in result_files(directory):
+            if _resolved(path) not in seen:
+                seen.add(_resolved(path))
+                files.append(path)
+    return files
+
+
+def load_results(directories: Path | Iterable[Path]) -> tuple[pd.DataFrame, LoadReport]:
+    """Every trial row under one directory or several (e.g. `read_dirs(...)`); directories
+    that do not exist are skipped, and a file reached through two of them is read once.
+    Unreadable files are skipped with a warning and listed in the report; no row of a
+    readable file is ever dropped."""
     report = LoadReport()
     frames = []
-    for path in result_files(directory):
+    for path in results_files_of(directories):
         try:
             frame = read_file(path)
         except CorruptResults as exc:

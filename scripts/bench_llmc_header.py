@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from results.header import export_table, render_header  # noqa: E402
 from results.index import build_index  # noqa: E402
-from results.store import default_results_dir, load_results  # noqa: E402
+from results.store import load_results, read_dirs  # noqa: E402
 
 # Never tuned: a tuned layout at other B*T (nearest rule), and layouts nobody tuned (generic).
 UNTUNED = ["3,1000,32,8,128", "2,512,28,4,128", "6,4096,14,2,64", "1,777,12,4,72", "5,333,40,8,80"]
@@ -31,7 +31,7 @@ def main() -> int:
     parser.add_argument("--arch", default="sm_90")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    index = build_index(load_results(default_results_dir())[0])
+    index = build_index(load_results(read_dirs())[0])
     table = export_table(index, args.gpu)
     header = args.out / "repkv_tuned.cuh"
     header.write_text(render_header(table))

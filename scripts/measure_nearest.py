@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results.leave_one_out import leave_one_out, summarize  # noqa: E402
-from results.store import default_results_dir, load_results  # noqa: E402
+from results.store import load_results  # noqa: E402
 from tuner.rows import ResultsSink, StudyInfo, new_run_id, trial_row  # noqa: E402
 from variants import Config, Shape, get_dtype  # noqa: E402
 
@@ -28,7 +28,7 @@ from variants import Config, Shape, get_dtype  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", required=True, help="label of the GPU's results, e.g. h200")
-    parser.add_argument("--results", type=Path, default=default_results_dir())
+    parser.add_argument("--results", type=Path, default=ROOT / "results" / "data")
     parser.add_argument("--out", type=Path, help="write the leave-one-out table here (parquet)")
     args = parser.parse_args(argv)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from results.store import platform_results_dir
 from service.settings import Settings
 
 
@@ -28,7 +29,17 @@ def parser() -> argparse.ArgumentParser:
         "Every option can also be set as REPKV_<OPTION> (e.g. REPKV_RESULTS_DIR, REPKV_PORT).",
     )
     p.add_argument(
-        "--results-dir", type=Path, help="directory of trial parquet files (default: results/data)"
+        "--results-dir",
+        type=Path,
+        help="directory of trial parquet files (default: where the tuner writes, "
+        f"$REPKV_RESULTS_DIR, else {platform_results_dir()}); the bundled results are served beside it",
+    )
+    p.add_argument(
+        "--no-bundled",
+        dest="bundled",
+        action="store_false",
+        default=None,
+        help="serve only --results-dir, not the results bundled with the package",
     )
     p.add_argument("--host", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")

@@ -1,5 +1,6 @@
 """The results store as the running service sees it: the latest StoreIndex, rebuilt by a
-background thread whenever the directory's parquet files change.
+background thread whenever the parquet files of its directories change (the results
+directory, and beside it the results bundled with the package).
 
 Requests only read `current` (one attribute load); a reload builds a whole new index and
 swaps it in, so an answer never sees half of two loads. Nothing here writes to the
@@ -12,27 +13,27 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from results.index import StoreIndex, build_index
-from results.store import load_results, result_files
+from results.store import load_results, results_files_of
 
 log = logging.getLogger(__name__)
 
-# (relative path, mtime in ns, size) of every parquet file: what a reload depends on.
+# (path, mtime in ns, size) of every parquet file: what a reload depends on.
 Signature = tuple[tuple[str, int, int], ...]
 
 
-def directory_signature(directory: Path) -> Signature:
+def directory_signature(directories: Path | Sequence[Path]) -> Signature:
     entries = []
-    for path in result_files(directory):
+    for path in results_files_of(directories):
         try:
             stat = path.stat()
         except OSError:  # removed between listing and stat
             continue
-        entries.append((str(path.relative_to(directory)), stat.st_mtime_ns, stat.st_size))
+        entries.append((str(path), stat.st_mtime_ns, stat.st_size))
     return tuple(entries)
 
 
@@ -46,14 +47,19 @@ class LoadState:
 
 @dataclass
 class ResultsStore:
-    directory: Path
+    directory: Path  # the results directory; files are reported relative to it
     interval: float = 5.0
     clock: Callable[[], float] = time.monotonic
+    beside: Sequence[Path] = ()  # read after it, e.g. the bundled results
     _state: LoadState | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     last_error: str | None = None
+
+    @property
+    def directories(self) -> list[Path]:
+        return [Path(self.directory), *map(Path, self.beside)]
 
     @property
     def state(self) -> LoadState | None:
@@ -66,11 +72,11 @@ class ResultsStore:
     def refresh(self, force: bool = False) -> bool:
         """Reload if the directory changed since the last load (or if forced). True if reloaded."""
         with self._lock:
-            signature = directory_signature(self.directory)
+            signature = directory_signature(self.directories)
             if not force and self._state is not None and signature == self._state.signature:
                 return False
             started = self.clock()
-            frame, report = load_results(self.directory)
+            frame, report = load_results(self.directories)
             index = build_index(frame, report)
             generation = 1 if self._state is None else self._state.generation + 1
             gc.unfreeze()
@@ -95,7 +101,7 @@ class ResultsStore:
                 self.last_error = None
             except Exception as exc:  # keep serving the last good index
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("reloading results from %s failed", self.directory)
+                log.exception("reloading results from %s failed", ", ".join(map(str, self.directories)))
             if self._stop.wait(self.interval):
                 return
 

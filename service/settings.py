@@ -8,9 +8,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from results.store import BUNDLED_RESULTS
-
-DEFAULT_RESULTS_DIR = BUNDLED_RESULTS  # it may not exist yet
+from results.store import read_dirs, user_results_dir
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug"]
 
@@ -20,7 +18,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="REPKV_", extra="ignore", frozen=True)
 
-    results_dir: Path = Field(DEFAULT_RESULTS_DIR, description="directory of trial parquet files (read only)")
+    results_dir: Path = Field(
+        default_factory=user_results_dir,
+        description="directory of trial parquet files, read only (default: where the tuner writes)",
+    )
+    bundled: bool = Field(True, description="also serve the results bundled with the package")
     host: str = Field("127.0.0.1", min_length=1, max_length=255, description="address to bind")
     port: int = Field(8000, ge=1, le=65535)
     reload_interval: float = Field(
@@ -28,3 +30,7 @@ class Settings(BaseSettings):
     )
     log_level: LogLevel = "info"
     access_log: bool = True
+
+    def read_dirs(self) -> list[Path]:
+        """results_dir, then the bundled results unless turned off (results.store.read_dirs)."""
+        return read_dirs(self.results_dir, bundled=self.bundled)

@@ -25,9 +25,11 @@ def free_port() -> int:
 
 @contextmanager
 def running_service(results_dir: Path) -> Iterator[str]:
-    """The service serving results_dir; yields its base URL once /readyz answers."""
+    """The service serving results_dir (only: not the bundled results beside it); yields its
+    base URL once /readyz answers."""
     port = free_port()
-    env = {**os.environ, "REPKV_RESULTS_DIR": str(results_dir), "REPKV_RELOAD_INTERVAL": "0.2"}
+    env = {**os.environ, "REPKV_RESULTS_DIR": str(results_dir), "REPKV_BUNDLED": "false"}
+    env["REPKV_RELOAD_INTERVAL"] = "0.2"
     proc = subprocess.Popen(
         [sys.executable, "-m", "service", "--port", str(port), "--log-level", "warning"],
         cwd=REPO,

@@ -23,14 +23,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from results.store import default_results_dir, load_results
+from results.store import load_results, read_dirs, user_results_dir
 from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
 from tuner.presets import DEFAULT_BATCH, DEFAULT_SEQ, DEFAULT_SHAPES, MODELS, UnknownModel, model_shapes
 from tuner.runner import Runner
 from tuner.samplers import SAMPLERS, UnavailableSampler, make_sampler
 from variants import DTYPES, FAMILIES, InvalidShape, Shape
 
-DEFAULT_RESULTS = default_results_dir()
+DEFAULT_RESULTS = user_results_dir()
 LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
 SUBCOMMANDS = ("tune", "variants", "check", "best", "export", "replay-eval")
 DEFAULT_TRIALS = 40
@@ -122,7 +122,7 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
         "--results",
         type=Path,
         help=(
-            f"results directory (default: $REPKV_RESULTS_DIR or the bundled store, now {DEFAULT_RESULTS}; "
+            f"results directory (default: $REPKV_RESULTS_DIR or the user data dir, now {DEFAULT_RESULTS}; "
             "with --replay: none)"
         ),
     )
@@ -151,7 +151,7 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
 
 def _add_best(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("best", help="print the winners table of a results directory")
-    p.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=f"default {DEFAULT_RESULTS}")
+    p.add_argument("--results", type=Path, help=f"default {DEFAULT_RESULTS} and the bundled results")
     p.add_argument("--gpu", help="only this GPU label")
 
 
@@ -243,15 +243,17 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_best(args: argparse.Namespace) -> int:
     from tuner.report import render_winners, winners_table
 
-    frame, report = load_results(args.results)
+    dirs = [args.results] if args.results else read_dirs()
+    frame, report = load_results(dirs)
+    where = " and ".join(map(str, dirs))
     for path, why in report.skipped.items():
         print(f"skipped {path}: {why}", file=sys.stderr)
     if args.gpu:
         frame = frame[frame["gpu"] == args.gpu]
     if frame.empty:
-        print(f"no trial rows under {args.results}" + (f" for GPU {args.gpu}" if args.gpu else ""))
+        print(f"no trial rows under {where}" + (f" for GPU {args.gpu}" if args.gpu else ""))
         return 1
-    render_winners(winners_table(frame), title=f"Winners in {args.results}")
+    render_winners(winners_table(frame), title=f"Winners in {where}")
     return 0
 
 
@@ -342,7 +344,7 @@ def cmd_tune(args: argparse.Namespace, runner: Runner | None = None) -> int:
 
     run_id = new_run_id()
     sink = ResultsSink(results_dir, gpu, run_id) if results_dir else None
-    stored = load_results(results_dir)[0] if results_dir else None
+    stored = load_results(read_dirs(results_dir, bundled=args.replay is None))[0] if results_dir else None
     single = len(shapes) * len(dtypes) == 1
     plans = [
         study_mod.StudyPlan(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from results.header import ExportError, export_table, render_header
 from results.index import build_index
-from results.store import load_results
+from results.store import load_results, read_dirs
 
 FORMATS = ("cuda-header", "json")
 
@@ -24,12 +24,13 @@ def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path)
     parser.add_argument(
         "--other-gpus", action="store_true", help="a GPU without results gets another GPU's winners"
     )
-    parser.add_argument("--results", type=Path, default=default_results, help=f"default {default_results}")
+    parser.add_argument("--results", type=Path, help=f"default {default_results} and the bundled results")
     parser.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
 
 
 def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Exception]) -> int:
-    frame, report = load_results(args.results)
+    dirs = [args.results] if args.results else read_dirs()
+    frame, report = load_results(dirs)
     for path, why in report.skipped.items():
         print(f"skipped {path}: {why}", file=sys.stderr)
     index = build_index(frame, report)
@@ -42,7 +43,7 @@ def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Ex
     try:
         table = export_table(index, gpu, dtypes, other_gpus=args.other_gpus)
     except ExportError as exc:
-        raise usage_error(f"{exc} (in {args.results})") from None
+        raise usage_error(f"{exc} (in {' and '.join(map(str, dirs))})") from None
     text = render_header(table) if args.format == "cuda-header" else table.as_json() + "\n"
     if args.output is None:
         sys.stdout.write(text)

@@ -25,7 +25,9 @@ grid and block. Dashboards are under `/dashboards`.
 def create_app(settings: Settings | None = None, store: ResultsStore | None = None) -> FastAPI:
     """The app. It loads the store in the background on startup and polls it for changes."""
     settings = settings or Settings()
-    store = store or ResultsStore(settings.results_dir, interval=settings.reload_interval)
+    if store is None:
+        primary, *beside = settings.read_dirs()
+        store = ResultsStore(primary, interval=settings.reload_interval, beside=beside)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -143,8 +143,12 @@ class Readiness(BaseModel):
     generation: int = Field(0, description="increments on every reload")
     loaded_at: datetime | None = None
     load_seconds: float | None = None
+    directories: list[str] = Field(
+        default_factory=list, description="directories read: the results directory, then the bundled results"
+    )
     files: list[str] = Field(
-        default_factory=list, description="files loaded, relative to the results directory"
+        default_factory=list,
+        description="files loaded, relative to the results directory (absolute when outside it)",
     )
     skipped: dict[str, str] = Field(default_factory=dict, description="unreadable files and why")
     rows: int = 0

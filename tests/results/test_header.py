@@ -25,7 +25,7 @@ from results.header import (
 )
 from results.index import build_index
 from results.selection import select
-from results.store import default_results_dir, load_results
+from results.store import bundled_results_dir, load_results
 from variants import Shape
 
 HARNESS = Path(__file__).resolve().parents[2] / "results" / "header_harness.cu"
@@ -80,7 +80,7 @@ def test_segments_cover_every_token_count_with_the_family_expression() -> None:
 
 
 def test_plan_follows_the_selection_rule_within_a_tuned_layout() -> None:
-    index = build_index(load_results(default_results_dir())[0])
+    index = build_index(load_results(bundled_results_dir())[0])
     table = export_table(index, "h200")
     rng = random.Random(0)
     layouts = {(r.dtype, r.NH, r.NH_KV, r.HD) for r in table.rows}
@@ -123,7 +123,7 @@ def _nvcc() -> str | None:
 
 @pytest.mark.skipif(_nvcc() is None, reason="nvcc not installed (pip install nvidia-cuda-nvcc)")
 def test_the_header_compiles_and_dispatches_as_specified(tmp_path: Path) -> None:
-    index = build_index(load_results(default_results_dir())[0])
+    index = build_index(load_results(bundled_results_dir())[0])
     table = export_table(index, "h200")
     (tmp_path / "repkv_tuned.cuh").write_text(render_header(table))
     binary = tmp_path / "harness"

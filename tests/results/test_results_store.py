@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from results import store
 from results.best import winners
 from results.schema import COLUMNS
 from results.store import TEMP_PREFIX, load_results, to_table, write_table
@@ -123,3 +124,31 @@ def test_winners_carry_the_speedup_over_llmc_baseline() -> None:
     assert bf16["family"] == "vec" and bf16["speedup_vs_baseline"] == pytest.approx(7.0)
     fp32 = best[best["dtype"] == "fp32"].iloc[0]
     assert pd.isna(fp32["speedup_vs_baseline"])  # no baseline measured for fp32
+
+
+def test_new_results_go_to_the_user_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REPKV_RESULTS_DIR", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert store.user_results_dir() == tmp_path / "xdg" / "repkv-tune" / "results"
+    monkeypatch.setenv("REPKV_RESULTS_DIR", str(tmp_path / "mine"))
+    assert store.user_results_dir() == tmp_path / "mine"
+    assert store.bundled_results_dir() == Path(store.__file__).resolve().parent / "data"
+
+
+def test_readers_load_the_user_directory_then_the_bundled_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundled, mine = tmp_path / "bundled", tmp_path / "mine"
+    monkeypatch.setattr(store, "bundled_results_dir", lambda: bundled)
+    monkeypatch.setenv("REPKV_RESULTS_DIR", str(mine))
+    assert store.read_dirs() == [mine, bundled]
+    assert store.read_dirs(bundled=False) == [mine]
+    assert store.read_dirs(bundled) == [bundled]  # the bundled store itself: once
+    assert load_results(store.read_dirs())[0].empty  # neither exists yet: nothing, no error
+    write_table([row(config_key="a")], bundled / "h200", "shipped")
+    write_table([row(config_key="b")], mine / "h200", "run")
+    frame, report = load_results(store.read_dirs())
+    assert list(frame["config_key"]) == ["b", "a"]
+    assert report.files == [mine / "h200" / "run.parquet", bundled / "h200" / "shipped.parquet"]
+    # a directory nested in another is no reason to read a file twice
+    assert len(load_results([bundled, bundled / "h200"])[0]) == 1

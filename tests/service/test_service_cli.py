@@ -9,15 +9,20 @@ import pytest
 from conftest import REPO
 
 from service.cli import main, settings_from
-from service.settings import DEFAULT_RESULTS_DIR
+
+BUNDLED = REPO / "results" / "data"
 
 
-def test_defaults_serve_the_bundled_results_on_localhost(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("REPKV_RESULTS_DIR", "REPKV_HOST", "REPKV_PORT", "REPKV_RELOAD_INTERVAL"):
+def test_defaults_serve_the_user_results_and_the_bundled_ones_on_localhost(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("REPKV_RESULTS_DIR", "REPKV_BUNDLED", "REPKV_HOST", "REPKV_PORT", "REPKV_RELOAD_INTERVAL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     settings = settings_from([])
-    assert (settings.host, settings.port, settings.results_dir) == ("127.0.0.1", 8000, DEFAULT_RESULTS_DIR)
-    assert DEFAULT_RESULTS_DIR == REPO / "results" / "data"
+    user = tmp_path / "repkv-tune" / "results"
+    assert (settings.host, settings.port, settings.results_dir) == ("127.0.0.1", 8000, user)
+    assert settings.read_dirs() == [user, BUNDLED]
 
 
 def test_environment_then_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -26,7 +31,28 @@ def test_environment_then_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setenv("REPKV_RELOAD_INTERVAL", "0.5")
     settings = settings_from([])
     assert (settings.port, settings.results_dir, settings.reload_interval) == (9001, tmp_path, 0.5)
+    assert settings.read_dirs() == [tmp_path, BUNDLED]  # the bundled results are read beside it
     assert settings_from(["--port", "9002", "--host", "0.0.0.0"]).port == 9002
+    other = tmp_path / "other"
+    assert settings_from(["--results-dir", str(other), "--no-bundled"]).read_dirs() == [other]
+    monkeypatch.setenv("REPKV_BUNDLED", "false")
+    assert settings_from([]).read_dirs() == [tmp_path]
+    assert settings_from(["--results-dir", str(BUNDLED)]).read_dirs() == [BUNDLED]
+
+
+def test_the_app_serves_both_directories_and_readyz_lists_them(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+    from service.settings import Settings
+
+    empty = tmp_path / "mine"  # not there yet: skipped
+    with TestClient(create_app(Settings(results_dir=empty))) as client:
+        assert client.app.state.store.wait_ready(60)
+        ready = client.get("/readyz").json()
+        assert ready["directories"] == [str(empty), str(BUNDLED)] and ready["rows"] > 0
+        assert all(f.startswith(str(BUNDLED)) for f in ready["files"])
+        assert client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}).json()["match"] == "exact"
 
 
 @pytest.mark.parametrize(

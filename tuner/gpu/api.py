@@ -1,7 +1,7 @@
 """Call the tuned kernel from Python.
 
     from tuner.gpu.api import TunedRepkv
-    repkv = TunedRepkv()                       # this GPU's results in the bundled store
+    repkv = TunedRepkv()                       # this GPU's results: yours, then the bundled ones
     dinp = repkv(dout, B=8, T=1024, NH=32, NH_KV=8, HD=128)
 
 `dout` is a contiguous CuPy array (float32 or float16; bf16 as uint16 bits with
@@ -21,7 +21,7 @@ import cupy as cp
 
 from results.index import StoreIndex, build_index
 from results.selection import Choice, select
-from results.store import default_results_dir, load_results
+from results.store import load_results, read_dirs
 from tuner.gpu.kernels import Kernels
 from tuner.gpu.session import read_identity
 from tuner.gpus import default_label
@@ -39,7 +39,7 @@ class NoConfiguration(LookupError):
 
 class TunedRepkv:
     def __init__(self, results: Path | None = None, gpu: str | None = None):
-        frame, _ = load_results(results or default_results_dir())
+        frame, _ = load_results(read_dirs(results))
         self.index: StoreIndex = build_index(frame)
         self.device = cp.cuda.Device()
         self.identity = read_identity(self.device)

@@ -103,9 +103,9 @@ class _Launchers:
     def index(self):
         if self._index is None:
             from results.index import build_index
-            from results.store import default_results_dir, load_results
+            from results.store import load_results, read_dirs
 
-            frame, report = load_results(self.results or default_results_dir())
+            frame, report = load_results(read_dirs(self.results))
             self._index = build_index(frame, report)
         return self._index
 

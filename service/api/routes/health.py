@@ -46,6 +46,7 @@ async def readyz(store: Annotated[ResultsStore, Depends(get_store)]) -> Readines
         generation=state.generation,
         loaded_at=index.loaded_at,
         load_seconds=state.load_seconds,
+        directories=[str(d) for d in store.directories],
         files=[_relative(str(p), store) for p in index.report.files],
         skipped={
             _relative(p, store): why.replace(f"{store.directory}/", "")
