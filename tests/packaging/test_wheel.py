@@ -1,0 +1,218 @@
+"""The wheel as a stranger gets it: built from the sources, installed into a fresh virtual
+environment away from the checkout (first without extras, as a service host would, then with
+the `tuner` extra), and run from a directory outside the checkout.
+
+It installs the dependencies from the package index (pip's cache makes a second run fast),
+so it takes a minute or two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
+HINT = "pip install 'repkv-tune[tuner]'"
+PACKAGES = ("variants", "results", "tuner", "service", "service.api", "service.dashboards", "tuner.gpu")
+
+pytestmark = [pytest.mark.packaging, pytest.mark.timeout(1500)]
+
+
+@dataclass
+class Install:
+    wheel: Path
+    venv: Path
+    work: Path  # the working directory of every command: outside the checkout
+    env: dict[str, str]
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def script(self, name: str) -> Path:
+        return self.venv / "bin" / name
+
+    def run(self, *argv: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
+        command = [str(a) for a in argv]
+        return subprocess.run(
+            command, cwd=self.work, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
+    def py(self, code: str) -> str:
+        out = self.run(self.python, "-c", code)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    def pip_install(self, requirement: str) -> None:
+        out = self.run(self.python, "-m", "pip", "install", "-q", requirement, timeout=1200)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _sources(dest: Path) -> Path:
+    """The checkout's files (tracked, and untracked but not ignored) without build leftovers:
+    setuptools writes build/ and *.egg-info beside the sources it builds."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+    )
+    if listed.returncode == 0:
+        for name in filter(None, listed.stdout.decode().split("\0")):
+            if (REPO / name).is_file():
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / name, dest / name)
+    else:  # not a git checkout
+        ignore = shutil.ignore_patterns(".*", "__pycache__", "build", "dist", "*.egg-info")
+        shutil.copytree(REPO, dest, ignore=ignore, dirs_exist_ok=True)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def install(tmp_path_factory: pytest.TempPathFactory) -> Install:
+    root = tmp_path_factory.mktemp("packaging")
+    assert not root.resolve().is_relative_to(REPO.resolve())
+    src = _sources(root / "src")
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(src), "-w", str(root / "dist")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (root / "dist").glob("repkv_tune-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "REPKV_", "VIRTUAL_ENV"))}
+    env["XDG_DATA_HOME"] = str(root / "data")  # the user data directory, not the real one
+    work = root / "work"
+    work.mkdir()
+    return Install(wheel, root / "venv", work, env)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served(install: Install) -> Iterator[str]:
+    port = free_port()
+    argv = [str(install.python), "-m", "service", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(
+        argv, cwd=install.work, env=install.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                out = proc.stdout.read().decode() if proc.stdout else ""
+                pytest.fail(f"python -m service did not get ready:\n{out}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_wheel_holds_every_package_and_the_data_they_read(install: Install) -> None:
+    names = set(zipfile.ZipFile(install.wheel).namelist())
+    for module in ("service/api/app.py", "service/api/routes/best.py", "service/dashboards/draw.py"):
+        assert module in names
+    assert {"tuner/gpu/api.py", "tuner/gpu/worker.py", "variants/common.cuh", "variants/split.cu"} <= names
+    bundled = {n for n in names if n.startswith("results/data/") and n.endswith(".parquet")}
+    assert len(bundled) == len(list((REPO / "results" / "data").rglob("*.parquet"))) > 0
+    assert not any(n.startswith(("tests/", "scripts/", "docker/")) for n in names)
+    dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+    entry_points = zipfile.ZipFile(install.wheel).read(f"{dist_info}/entry_points.txt").decode()
+    assert "repkv-tune = tuner.__main__:main" in entry_points
+    assert "repkv-serve = service.cli:main" in entry_points
+    metadata = zipfile.ZipFile(install.wheel).read(f"{dist_info}/METADATA").decode()
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    for name in ("optuna", "scipy"):
+        (line,) = [r for r in requires if r.split()[1].startswith(name)]
+        assert 'extra == "tuner"' in line  # never a dependency of the service
+    print(f"{install.wheel.name}: {install.wheel.stat().st_size / 1e6:.2f} MB")
+
+
+def test_without_extras_the_service_serves_the_bundled_results(install: Install, request) -> None:
+    install.pip_install(str(install.wheel))
+    url = request.getfixturevalue("served")  # started once the wheel is in
+    origins = json.loads(
+        install.py(
+            "import importlib, json; "
+            f"print(json.dumps({{m: importlib.import_module(m).__file__ for m in {list(PACKAGES)!r}}}))"
+        )
+    )
+    for module, path in origins.items():
+        assert Path(path).resolve().is_relative_to(install.venv.resolve()), (module, path)
+        assert not Path(path).resolve().is_relative_to(REPO.resolve()), (module, path)
+    code = "import json; from results.store import read_dirs as r; print(json.dumps([str(d) for d in r()]))"
+    user, bundled = map(Path, json.loads(install.py(code)))
+    assert user == Path(install.env["XDG_DATA_HOME"]) / "repkv-tune" / "results"
+    assert bundled.resolve().is_relative_to(install.venv.resolve()) and list(bundled.rglob("*.parquet"))
+    for module in ("optuna", "scipy"):
+        assert install.py(f"import importlib.util; print(importlib.util.find_spec({module!r}))") == "None"
+
+    best = httpx.get(f"{url}/best", params={"B": 8, "T": 1024, "gpu": "h200"}, timeout=10)
+    assert best.status_code == 200, best.text
+    assert best.json()["match"] == "exact" and best.json()["kernel"]["name_expression"]
+    assert httpx.get(f"{url}/dashboards", timeout=30).status_code == 200
+    assert httpx.get(f"{url}/static/plotly.min.js", timeout=30).status_code == 200
+
+    assert install.run(install.script("repkv-serve"), "--help").returncode == 0
+    for argv in ([install.python, "-m", "tuner", "--help"], [install.script("repkv-tune"), "--help"]):
+        out = install.run(*argv)
+        assert out.returncode == 2 and out.stdout == "", out
+        assert out.stderr.count("\n") == 1 and HINT in out.stderr, out.stderr
+
+
+def test_with_the_tuner_extra_the_tuner_replays_the_bundled_store(install: Install) -> None:
+    install.pip_install(f"{install.wheel}[tuner]")
+    for argv in ([install.python, "-m", "tuner", "--help"], [install.script("repkv-tune"), "--help"]):
+        out = install.run(*argv)
+        assert out.returncode == 0 and "replay-eval" in out.stdout, out.stderr
+
+    bundled = install.py("from results.store import bundled_results_dir; print(bundled_results_dir())")
+    assert Path(bundled).resolve().is_relative_to(install.venv.resolve())
+    out_dir = install.work / "replayed"
+    argv = ["--replay", bundled, "--shape", SHAPE, "--dtype", "bf16", "--trials", "5", "--seed", "0"]
+    out = install.run(install.python, "-m", "tuner", *argv, "--results", out_dir, "--no-progress")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Winners on h200" in out.stdout
+    rows = json.loads(
+        install.py(
+            "import json; from results.store import load_results; "
+            f"f = load_results({str(out_dir)!r})[0]; "
+            "print(json.dumps([len(f), sorted(set(f.gpu)), int(f.config_key.nunique())]))"
+        )
+    )
+    assert rows == [5, ["h200"], 5]
+    assert list((out_dir / "h200").glob("*.parquet"))
+    assert not Path(bundled, "optuna.db").exists()  # nothing was written into the package
+
+    best = install.run(install.script("repkv-tune"), "best", "--gpu", "h200")
+    assert best.returncode == 0 and "Winners in" in best.stdout, best.stdout + best.stderr
