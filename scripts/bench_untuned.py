@@ -119,8 +119,8 @@ def main() -> int:
             row["raced_vs_tuned"] = row["raced_ms"] / row["tuned_ms"]
             rows.append(row)
             print(
-                f"{shape.key} {name}: served {row['served_vs_tuned']:.3f}x, raced {row['raced_vs_tuned']:.3f}x "
-                f"of the 40-trial winner ({row['tuned_ms']:.4f} ms)",
+                f"{shape.key} {name}: served {row['served_vs_tuned']:.3f}x, "
+                f"raced {row['raced_vs_tuned']:.3f}x of the 40-trial winner ({row['tuned_ms']:.4f} ms)",
                 flush=True,
             )
     finally:
