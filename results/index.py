@@ -177,7 +177,7 @@ def parse_config(family_name: str, params_json: str) -> tuple[Family, Config, di
         if not isinstance(params, dict):
             return None
         config = Config(family.name, tuple(sorted(params.items())))
-        family.check_params(config)
+        family.validate(config)
     except (variants.UnknownFamily, variants.InvalidConfig, ValueError, TypeError):
         return None
     return family, config, params

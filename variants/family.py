@@ -1,8 +1,11 @@
 """What every kernel family declares: its parameter space, constraints, launch geometry
-and name expression. A family is a `.cu` template plus one `Family` instance beside it."""
+and name expression. A family is a `.cu` template plus one instance of a `Family`
+subclass beside it; `Family`'s docstring lists the hooks a family writes and the API
+callers use."""
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import itertools
 from collections.abc import Iterator, Mapping
@@ -72,20 +75,66 @@ def index_type(largest_index: int) -> str:
     return "int" if largest_index <= INT32_MAX else "long long"
 
 
-class Family:
-    """Base class. Subclasses set the class attributes and implement the three hooks."""
+class Family(abc.ABC):
+    """A kernel family: one `.cu` template (after `common.cuh`) and its parameter space.
+
+    What a family writes (the hooks; `p` is a checked parameter mapping, name -> value):
+
+    - class attributes `name` (the template is `variants/<name>.cu`, the kernel
+      `repkv_<name>`), `doc` (one line) and `params` (its `Param`s, the space's axes);
+    - `template_args(shape, dtype, p)`: the template arguments, in order (abstract);
+    - `launch(shape, dtype, p, sm_count)`: the grid and block (abstract);
+    - `reject(shape, dtype, p)`: why the family cannot serve (shape, dtype) with p, or
+      None (optional; by default every point of the space serves every shape);
+    - `template_path`: override only for a template kept outside `variants/` (tests do).
+
+    What callers use (derived, not overridden; the methods that take a `Config` check it
+    first and raise `InvalidConfig` for a point outside the space, and `name_expression`
+    and `geometry` also for one the family rejects for the shape):
+
+    - `kernel`, `source`, `source_hash`, `compile_options`: what to compile;
+    - `space()`: every point of the declared space;
+    - `validate(config)`: the config's parameters, checked against the space;
+    - `rejection(shape, dtype, config)`: the reason it cannot serve the shape, or None;
+    - `valid_configs(shape, dtype)`: every point that serves the shape;
+    - `name_expression(shape, dtype, config)`: the kernel's instantiation and identity;
+    - `geometry(shape, dtype, config, sm_count)`: its `Launch`.
+    """
 
     name: str
     doc: str
     params: tuple[Param, ...]
 
-    @property
-    def kernel(self) -> str:
-        return f"repkv_{self.name}"
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A concrete family must declare its class attributes (abstract ones may leave them)."""
+        super().__init_subclass__(**kwargs)
+        hooks = Family.__abstractmethods__
+        abstract = any(getattr(getattr(cls, hook), "__isabstractmethod__", False) for hook in hooks)
+        missing = [attr for attr in ("name", "doc", "params") if not hasattr(cls, attr)]
+        if missing and not abstract:
+            raise TypeError(f"family {cls.__name__} does not declare {', '.join(missing)}")
+
+    # --- hooks ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def template_args(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> list[str]:
+        """The template arguments of `repkv_<name>` for (shape, dtype) with params p."""
+
+    @abc.abstractmethod
+    def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
+        """The grid and block for (shape, dtype) with params p on a GPU of sm_count SMs."""
+
+    def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
+        """Why this family cannot serve (shape, dtype) with params p, or None if it can."""
+        return None
 
     @property
     def template_path(self) -> Path:
         return HERE / f"{self.name}.cu"
+
+    # --- derived ----------------------------------------------------------------------
+    @property
+    def kernel(self) -> str:
+        return f"repkv_{self.name}"
 
     @cached_property
     def source(self) -> str:
@@ -100,25 +149,14 @@ class Family:
     def compile_options(self) -> tuple[str, ...]:
         return COMPILE_OPTIONS
 
-    # --- hooks ------------------------------------------------------------------------
-    def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
-        """Why this family cannot serve (shape, dtype) with params p, or None if it can."""
-        return None
-
-    def template_args(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> list[str]:
-        raise NotImplementedError
-
-    def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
-        raise NotImplementedError
-
-    # --- derived ----------------------------------------------------------------------
     def space(self) -> Iterator[Config]:
         """Every point of the declared space, valid or not for any given shape."""
         names = [param.name for param in self.params]
         for combo in itertools.product(*(param.choices for param in self.params)):
             yield Config(self.name, tuple(sorted(zip(names, combo, strict=True))))
 
-    def check_params(self, config: Config) -> dict[str, Any]:
+    def validate(self, config: Config) -> dict[str, Any]:
+        """The config's parameters; InvalidConfig if it is not a point of this family's space."""
         if config.family != self.name:
             raise InvalidConfig(f"config {config.key} does not belong to family {self.name}")
         values = config.values
@@ -138,24 +176,26 @@ class Family:
         return values
 
     def rejection(self, shape: Shape, dtype: DType, config: Config) -> str | None:
-        return self.reject(shape, dtype, self.check_params(config))
+        """Why config cannot serve (shape, dtype), or None; InvalidConfig outside the space."""
+        return self.reject(shape, dtype, self.validate(config))
 
     def valid_configs(self, shape: Shape, dtype: DType) -> list[Config]:
         return [c for c in self.space() if self.reject(shape, dtype, c.values) is None]
 
-    def require(self, shape: Shape, dtype: DType, config: Config) -> dict[str, Any]:
-        values = self.check_params(config)
+    def name_expression(self, shape: Shape, dtype: DType, config: Config) -> str:
+        """`repkv_<name><args...>`: what the compiler instantiates, and the kernel's identity."""
+        values = self._require(shape, dtype, config)
+        return f"{self.kernel}<{', '.join(self.template_args(shape, dtype, values))}>"
+
+    def geometry(self, shape: Shape, dtype: DType, config: Config, sm_count: int) -> Launch:
+        return self.launch(shape, dtype, self._require(shape, dtype, config), sm_count)
+
+    def _require(self, shape: Shape, dtype: DType, config: Config) -> dict[str, Any]:
+        values = self.validate(config)
         reason = self.reject(shape, dtype, values)
         if reason:
             raise InvalidConfig(f"{config.key} cannot serve {shape} {dtype.name}: {reason}")
         return values
-
-    def name_expression(self, shape: Shape, dtype: DType, config: Config) -> str:
-        values = self.require(shape, dtype, config)
-        return f"{self.kernel}<{', '.join(self.template_args(shape, dtype, values))}>"
-
-    def geometry(self, shape: Shape, dtype: DType, config: Config, sm_count: int) -> Launch:
-        return self.launch(shape, dtype, self.require(shape, dtype, config), sm_count)
 
 
 def hint_codes(p: Mapping[str, Any]) -> list[str]:

@@ -135,7 +135,7 @@ class DeviceSession:
         if family is None:
             return Measurement.failed("invalid", f"unknown family {config.family!r}")
         try:
-            family.require(shape, dtype, config)
+            family.geometry(shape, dtype, config, self.identity.sm_count)  # checks config, compiles nothing
         except InvalidConfig as exc:
             return Measurement.failed("invalid", str(exc))
         try:
