@@ -1,2 +1,6 @@
-"""Everything that touches the device. These modules import cupy; nothing outside this
-package does, and `tuner.gpu.runner` imports it only inside the worker process."""
+"""Everything in the packages that touches the device. `session`, `kernels`, `timing`, `peers`
+and `api` import cupy; `torch_op` imports it only on a CUDA call, and `runner` and `worker`
+only inside the worker process, so the tuner's own process never does. No other package
+(variants, results, service, the rest of tuner) imports cupy; outside the packages,
+`scripts/bench_kernels.py` and the tests (`tests/conftest.py` to look for a device, the
+`gpu` tests) import it inside functions."""

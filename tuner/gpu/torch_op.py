@@ -18,7 +18,7 @@ results only where this one has none; a generic configuration where nothing serv
 kernel is compiled (CuPy, NVRTC) and its launch arguments packed on the first call per
 (shape, dtype, device): make that call before capturing a graph, as PyTorch asks of every
 captured operation. CPU and float64 tensors take a plain PyTorch path (for tests and
-gradcheck). Only this module and tuner/gpu/ import cupy, and only on a CUDA call.
+gradcheck). This module imports cupy only on a CUDA call; importing it needs torch alone.
 """
 
 from __future__ import annotations
