@@ -155,6 +155,9 @@ def export_table(
         choice = select(index, measured, shape, dtype)
         if key in seen or choice is None:
             continue
+        terms = choice.candidate.family.grid_terms(shape, dtype, choice.candidate.config.values)
+        if terms is None:  # a family whose grid is not a function of B*T alone
+            continue
         seen.add(key)
         candidate, recipe = choice.candidate, choice.recipe
         family = candidate.family
@@ -173,7 +176,7 @@ def export_table(
                 family=family.name,
                 config_key=candidate.config_key,
                 block=recipe.block,
-                grid_terms=tuple(family.grid_terms(shape, dtype, candidate.config.values)),
+                grid_terms=tuple(terms),
                 segments=segments(family, shape, dtype, candidate.config),
                 time_ms=candidate.time_ms,
                 ratio_to_copy=candidate.ratio_to_copy,

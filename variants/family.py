@@ -86,6 +86,10 @@ class Family(abc.ABC):
     - `launch(shape, dtype, p, sm_count)`: the grid and block (abstract);
     - `reject(shape, dtype, p)`: why the family cannot serve (shape, dtype) with p, or
       None (optional; by default every point of the space serves every shape);
+    - `grid_terms(shape, dtype, p)`: the grid as data, pairs (a, b) with grid =
+      sum(ceil(B*T * a / b)), for a grid that depends on the shape only through B*T
+      (optional; the llm.c header export serves such a family at any B*T of a tuned head
+      layout, and leaves out rows of a family without it);
     - `template_path`: override only for a template kept outside `variants/` (tests do).
 
     What callers use (derived, not overridden; the methods that take a `Config` check it
@@ -125,6 +129,12 @@ class Family(abc.ABC):
 
     def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
         """Why this family cannot serve (shape, dtype) with params p, or None if it can."""
+        return None
+
+    def grid_terms(
+        self, shape: Shape, dtype: DType, p: Mapping[str, Any]
+    ) -> tuple[tuple[int, int], ...] | None:
+        """`launch`'s grid as sum(ceil(B*T * a / b)) over the pairs (a, b), or None."""
         return None
 
     @property

@@ -25,6 +25,7 @@ PUBLIC_API = {
     "template_args",
     "launch",
     "reject",
+    "grid_terms",
     "template_path",
     # derived
     "kernel",
@@ -175,3 +176,30 @@ def test_geometry_and_name_expression_are_the_hooks_on_the_checked_params() -> N
     assert "2^31" in naive.rejection(HUGE, BF16, BASELINE)
     with pytest.raises(InvalidConfig, match="cannot serve"):
         naive.geometry(HUGE, BF16, BASELINE, 132)
+
+
+def test_grid_terms_give_the_launch_grid_of_every_family() -> None:
+    import random
+
+    from variants import DTYPES, FAMILIES
+    from variants.family import ceil_div
+
+    rng = random.Random(3)
+    checked = 0
+    for _ in range(400):
+        nh_kv = rng.choice([1, 2, 4, 8])
+        shape = Shape(
+            rng.randint(1, 64),
+            rng.randint(1, 5000),
+            nh_kv * rng.choice([1, 2, 3, 7]),
+            nh_kv,
+            rng.choice([8, 64, 72, 80, 128, 160, 256]),
+        )
+        dtype = rng.choice(list(DTYPES.values()))
+        for family in FAMILIES.values():
+            for config in family.valid_configs(shape, dtype)[:3]:
+                terms = family.grid_terms(shape, dtype, config.values)
+                grid = sum(ceil_div(shape.tokens * a, b) for a, b in terms)
+                assert grid == family.geometry(shape, dtype, config, 132).grid, (family.name, shape, config)
+                checked += 1
+    assert checked > 1000
