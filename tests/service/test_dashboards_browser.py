@@ -1,13 +1,19 @@
-"""The dashboards in a real headless Chromium against a real server: every page draws its
-plotly charts with no console errors. Screenshots land in artifacts/screenshots/."""
+"""The dashboards in a real headless Chromium against a real server, checked as a person would
+look at them: every chart drawn, no console errors, each reference line's label sitting at its
+line (as rendered, in pixels), the winner marked in the heat map. Screenshots are saved under
+a pytest temporary directory and, when REPKV_SCREENSHOTS=DIR is set, copied there."""
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import h100_rows, other_rows
+
+from results.store import write_table
 
 pytestmark = pytest.mark.browser
 
@@ -21,11 +27,58 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+SHAPE = "B=8&T=1024&NH=32&NH_KV=8&HD=128"
+# name: (path, charts, reference lines that must be drawn with their labels)
 PAGES = {
-    "overview": ("/dashboards", 2),
-    "shape": ("/dashboards/shape?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16", 3),
-    "gpus": ("/dashboards/gpus?B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16", 2),
+    "overview": ("/dashboards", 3, 1),
+    "shape": (f"/dashboards/shape?gpu=h100&{SHAPE}&dtype=bf16", 3, 4),
+    "gpus": (f"/dashboards/gpus?{SHAPE}&dtype=bf16", 2, 1),
+    "bandwidth": ("/dashboards/bandwidth?gpu=h200", 2, 2),
+    "untuned": ("/dashboards/shape?gpu=h100&B=2&T=3000&dtype=bf16", 0, 0),
 }
+
+# Each labelled line of a chart: the label's rendered box and the line's rendered y (pixels).
+LINES_JS = """
+(el) => {
+  const layout = el._fullLayout;
+  const shapes = layout.shapes || [];
+  return (layout.annotations || []).flatMap((a, i) => {
+    const j = shapes.findIndex((s) => s.name && s.name === a.name);
+    if (j < 0) return [];
+    const label = el.querySelector(`.annotation[data-index="${i}"]`).getBoundingClientRect();
+    const line = el.querySelector(`.shapelayer path[data-index="${j}"]`).getBoundingClientRect();
+    const plot = el.querySelector('.nsewdrag').getBoundingClientRect();
+    return [{text: a.text, labelTop: label.top, labelBottom: label.bottom, labelLeft: label.left,
+             labelRight: label.right, lineY: line.top + line.height / 2, lineHeight: line.height,
+             plotTop: plot.top, plotBottom: plot.bottom, plotLeft: plot.left, plotRight: plot.right}];
+  });
+}
+"""
+
+# The heat map's fastest cell and where the winner marker sits.
+WINNER_JS = """
+(el) => {
+  const heat = el._fullData.find((t) => t.type === 'heatmap');
+  const marker = el._fullData.find((t) => t.name === 'winner');
+  if (!heat || !marker) return null;
+  let best = [Infinity, -1, -1];
+  heat.z.forEach((row, r) => row.forEach((v, c) => { if (v !== null && v < best[0]) best = [v, r, c]; }));
+  return {cellX: String(heat.x[best[2]]), cellY: String(heat.y[best[1]]),
+          markerX: String(marker.x[0]), markerY: String(marker.y[0]),
+          drawn: el.querySelectorAll('.scatterlayer .point').length};
+}
+"""
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    """The service tests' synthetic rows; the h200 rows report the device name of an H200, so
+    that the bandwidth page draws a known peak."""
+    directory = tmp_path / "results"
+    write_table(h100_rows(), directory, "synthetic-h100")
+    others = [{**row, "gpu_name": "NVIDIA H200"} if row["gpu"] == "h200" else row for row in other_rows()]
+    write_table(others, directory, "synthetic-others")
+    return directory
 
 
 @pytest.fixture(scope="module")
@@ -39,27 +92,75 @@ def browser():
         browser.close()
 
 
-@pytest.mark.parametrize("name", list(PAGES))
-def test_page_draws_its_charts(browser, live_server: str, name: str) -> None:
-    path, charts = PAGES[name]
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("screenshots")
+    yield directory
+    target = os.environ.get("REPKV_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        for png in directory.glob("*.png"):
+            shutil.copy2(png, Path(target) / png.name)
+
+
+def open_page(browser, url: str, charts: int):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    response = page.goto(live_server + path, wait_until="networkidle")
+    response = page.goto(url, wait_until="networkidle")
     assert response is not None and response.status == 200
-    page.wait_for_function(
-        f"document.querySelectorAll('.js-plotly-plot svg.main-svg').length >= {charts}", timeout=30_000
-    )
+    if charts:
+        page.wait_for_function(
+            f"document.querySelectorAll('.js-plotly-plot svg.main-svg').length >= {charts}", timeout=30_000
+        )
+    return page, errors
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_page_reads_as_it_should(browser, live_server: str, shots: Path, name: str) -> None:
+    path, charts, lines = PAGES[name]
+    page, errors = open_page(browser, live_server + path, charts)
     plots = page.locator(".js-plotly-plot")
     assert plots.count() == charts
     for i in range(charts):
         assert plots.nth(i).locator("svg.main-svg").count() >= 1
-    assert page.locator(".js-plotly-plot .trace, .js-plotly-plot .hm, .js-plotly-plot image").count() > 0
+    if charts:
+        assert page.locator(".js-plotly-plot .trace, .js-plotly-plot .hm, .js-plotly-plot image").count() > 0
+
+    labelled = [line for i in range(charts) for line in plots.nth(i).evaluate(LINES_JS)]
+    assert len(labelled) == lines, labelled
+    for line in labelled:
+        # The line crosses the plot, and its label sits just above it, inside the plot.
+        assert line["plotTop"] - 1 <= line["lineY"] <= line["plotBottom"] + 1, line
+        assert line["labelBottom"] - 6 <= line["lineY"] <= line["labelBottom"] + 3, line
+        assert line["plotLeft"] <= line["labelLeft"] and line["labelRight"] <= line["plotRight"] + 2, line
+
+    if name == "shape":
+        winner = plots.nth(0).evaluate(WINNER_JS)
+        assert winner is not None, "the heat map has no winner marker"
+        assert (winner["markerX"], winner["markerY"]) == (winner["cellX"], winner["cellY"])
+        assert winner["drawn"] == 1
+    if name == "untuned":
+        served = page.locator(".summary.served")
+        assert served.count() == 1 and "GET /best serves" in served.inner_text()
+        assert page.locator(".summary.served a.recipe").count() == 1
     assert errors == []
-    shots = REPO / "artifacts" / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+    page.close()
+
+
+def test_pickers_reload_the_page_with_the_query_changed(browser, live_server: str) -> None:
+    page, errors = open_page(browser, f"{live_server}/dashboards/shape?gpu=h100&{SHAPE}&dtype=bf16", 3)
+    with page.expect_navigation():
+        page.select_option('select[data-picker="dtype"]', label="fp32")
+    assert "dtype=fp32" in page.url and "gpu=h100" in page.url and "B=8" in page.url
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot svg.main-svg').length >= 3")
+    with page.expect_navigation():
+        page.select_option('select[data-picker="gpu"]', label="h200")
+    assert "gpu=h200" in page.url and "dtype=fp32" in page.url
+    assert page.locator("h1").inner_text().endswith("not tuned")  # h200 has no fp32 rows
+    assert errors == []
     page.close()
 
 

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import html
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import urlencode
 
+import pandas as pd
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
-from results.index import StoreIndex
-from service.api.deps import DTypeDep, IndexDep, ShapeDep
+import variants
+from results.index import StoreIndex, shape_tuple
+from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
+from service.api.errors import unprocessable
 from service.api.models import ErrorBody
 from service.dashboards import data, draw, pages
-from variants import Shape
+from service.dashboards.pages import e, link
+from variants import DType, Shape
 
 router = APIRouter(tags=["dashboards"])
 
@@ -23,21 +25,77 @@ PLOTLY_JS = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js
 HTML_RESPONSES: dict[int | str, dict] = {
     200: {"content": {"text/html": {"schema": {"type": "string"}}}, "description": "an HTML page"},
     404: {"content": {"text/html": {"schema": {"type": "string"}}}, "description": "nothing to show"},
+    422: {"description": "a query parameter is invalid"},
     503: {"model": ErrorBody, "description": "the results are still loading"},
 }
-
-
-def _shape_query(shape: Shape, dtype: str) -> dict[str, object]:
-    return {**shape.as_dict(), "dtype": dtype}
+DtypeFilter = Annotated[
+    str | None, Query(min_length=1, max_length=16, description=f"one of {', '.join(variants.DTYPES)}")
+]
 
 
 def _tuned_links(index: StoreIndex, gpu: str | None = None) -> list[tuple[str, str]]:
     links = []
     for group in index.groups.values():
         if gpu is None or group.gpu == gpu:
-            query = urlencode({"gpu": group.gpu, **_shape_query(group.shape, group.dtype.name)})
-            links.append((f"{group.gpu} {group.shape} {group.dtype.name}", f"/dashboards/shape?{query}"))
+            links.append(
+                (
+                    f"{group.gpu} {group.shape} {group.dtype.name}",
+                    pages.shape_url(group.gpu, group.shape, group.dtype.name),
+                )
+            )
     return links[:200]
+
+
+def _html(text: str, status_code: int = 200) -> HTMLResponse:
+    return HTMLResponse(text, status_code=status_code)
+
+
+def _no_gpu(index: StoreIndex, title: str, gpu: str) -> HTMLResponse:
+    gpus = index.available_gpus()
+    if not gpus:
+        return _html(pages.not_found(title, "No results are loaded yet.", []), 404)
+    links = [(label, pages.bandwidth_url(label)) for label in gpus]
+    return _html(pages.not_found(title, f"No results of GPU {gpu!r}. GPUs with results:", links), 404)
+
+
+def _choose_gpu(index: StoreIndex, title: str, url_of) -> HTMLResponse:
+    """The page asked for no GPU and more than one could be meant: the reader picks."""
+    gpus = index.available_gpus()
+    if not gpus:
+        return _html(pages.not_found(title, "No results are loaded yet.", []), 404)
+    items = "".join(f"<li>{link(label, url_of(label))}</li>" for label in gpus)
+    return _html(pages.page(title, f"<p>Pick a GPU:</p><ul>{items}</ul>"))
+
+
+def _check_dtype(dtype: str | None) -> str | None:
+    if dtype is not None and dtype not in variants.DTYPES:
+        raise unprocessable(
+            "dtype", f"unknown dtype {dtype!r}; expected one of {', '.join(variants.DTYPES)}", dtype
+        )
+    return dtype
+
+
+def _gpu_picker(index: StoreIndex, gpu: str | None, url_of, everything: str | None = None) -> str:
+    options = [(everything, url_of(None), gpu is None)] if everything else []
+    options += [(label, url_of(label), label == gpu) for label in index.available_gpus()]
+    return pages.picker("GPU", options)
+
+
+def _shape_pickers(index: StoreIndex, gpu: str, shape: Shape, dtype: DType) -> str:
+    shapes = data.tuned_shapes(index, gpu)
+    shape_options = [(str(s), pages.shape_url(gpu, s, dtype.name), s == shape) for s in shapes]
+    if shape not in shapes:
+        shape_options.insert(0, (f"{shape} (not tuned)", pages.shape_url(gpu, shape, dtype.name), True))
+    dtype_options = []
+    for name in variants.DTYPES:
+        tuned = (gpu, shape_tuple(shape), name) in index.groups
+        text = name if tuned else f"{name} (not tuned)"
+        dtype_options.append((text, pages.shape_url(gpu, shape, name), name == dtype.name))
+    return pages.pickers(
+        _gpu_picker(index, gpu, lambda g: pages.shape_url(g, shape, dtype.name)),
+        pages.picker("Shape", shape_options),
+        pages.picker("dtype", dtype_options),
+    )
 
 
 @router.get("/", include_in_schema=False)
@@ -53,49 +111,93 @@ async def plotly_js() -> FileResponse:
 
 
 @router.get("/dashboards", responses=HTML_RESPONSES, summary="Overview")
-def overview(index: IndexDep) -> HTMLResponse:
-    """Every GPU x shape x dtype with its winner, time, fraction of the copy and speed-up."""
+def overview(index: IndexDep, gpu: GpuQuery = None, dtype: DtypeFilter = None) -> HTMLResponse:
+    """Every GPU x shape x dtype (or one GPU's, one dtype's) with its winner, time, fraction of
+    the copy and speed-up; each family against the best per shape; links to every recipe."""
+    dtype = _check_dtype(dtype)
+    title = "Tuned configurations" + (f" on {gpu}" if gpu else "") + (f", {dtype}" if dtype else "")
+    if gpu is not None and gpu not in index.by_gpu:
+        return _no_gpu(index, title, gpu)
     table = data.overview(index.frame)
-    note = (
+    families = data.family_vs_best(index.frame, gpu)
+    if gpu is not None:
+        table = table[table["gpu"] == gpu]
+    if dtype is not None:
+        table, families = table[table["dtype"] == dtype], families[families["dtype"] == dtype]
+    dtypes = [(name, pages.overview_url(gpu, name), name == dtype) for name in variants.DTYPES]
+    body = pages.pickers(
+        _gpu_picker(index, gpu, lambda g: pages.overview_url(g, dtype), everything="all GPUs"),
+        pages.picker("dtype", [("all dtypes", pages.overview_url(gpu, None), dtype is None), *dtypes]),
+    ) + (
         '<p class="note">Times are medians of the winning trial; "time / copy" divides by a '
-        "device-to-device copy of the same bytes timed in the same process.</p>"
+        "device-to-device copy of the same bytes timed in the same process. Every winner links to "
+        "its launch recipe (GET /best) and its kernel source in the table below.</p>"
     )
-    body = pages.overview_table(table) + note
-    return HTMLResponse(
-        pages.page("Tuned configurations", body, [draw.overview_ratio(table), draw.overview_speedup(table)])
+    compare = len(index.by_gpu) > 1
+    after = "<h2>Winners</h2>" + pages.overview_table(table.reset_index(drop=True), compare=compare)
+    figures = [draw.overview_ratio(table), draw.overview_speedup(table), draw.family_vs_best(families)]
+    return _html(pages.page(title, body, figures, after))
+
+
+def _winner_summary(trials: pd.DataFrame, gpu: str, shape: Shape, dtype: DType) -> str:
+    best = data.overview(trials)
+    ok = int((trials["status"] == "ok").sum())
+    searches = ", ".join(
+        f"{e(name)} ({n})" for name, n in trials.groupby("series", sort=False).size().items()
+    )
+    counts = f"<p>{len(trials)} trials, {ok} correct; searches: {searches}. "
+    counts += f"{link('This shape on every GPU', pages.gpus_url(shape, dtype.name))}.</p>"
+    if best.empty:
+        return f'<div class="summary"><p>No correct configuration.</p>{counts}</div>'
+    row = best.iloc[0]
+
+    def num(value: object, fmt: str) -> str:
+        return format(float(value), fmt) if pd.notna(value) else "-"
+
+    return (
+        '<div class="summary winner">'
+        f"<p><b>Winner:</b> <code>{e(row['config_key'])}</code>: {num(row['time_ms'], '.4f')} ms, "
+        f"{num(row['gbps'], '.0f')} GB/s, {num(row['ratio_to_copy'], '.3f')}x the copy, "
+        f"{num(row['speedup_vs_baseline'], '.2f')}x llm.c's kernel1 "
+        f"({pages.winner_links(gpu, shape, dtype.name, row['source_hash'])})</p>{counts}</div>"
     )
 
 
 @router.get("/dashboards/shape", responses=HTML_RESPONSES, summary="One shape")
-def shape_page(
-    index: IndexDep,
-    shape: ShapeDep,
-    dtype: DTypeDep,
-    gpu: Annotated[str, Query(min_length=1, max_length=64, description="GPU label")],
-) -> HTMLResponse:
-    """One GPU, shape and dtype: variant x block-size heat map, every trial, search convergence."""
+def shape_page(index: IndexDep, shape: ShapeDep, dtype: DTypeDep, gpu: GpuQuery = None) -> HTMLResponse:
+    """One GPU, shape and dtype: variant x block-size heat map with the winner marked, every
+    trial, search convergence. Without `gpu`, the only GPU with results (or the only one that
+    tuned this shape). On a shape that GPU did not tune: the configuration GET /best serves."""
+    if gpu is None:
+        gpu = data.default_gpu(index, shape, dtype)
+        if gpu is None:
+            return _choose_gpu(
+                index, f"{shape} {dtype.name}", lambda g: pages.shape_url(g, shape, dtype.name)
+            )
     title = f"{gpu} {shape} {dtype.name}"
+    if gpu not in index.by_gpu:
+        return _html(pages.not_found(title, "No results of this GPU. Tuned ones:", _tuned_links(index)), 404)
     trials = data.shape_trials(index.frame, gpu, shape, dtype.name)
+    picks = _shape_pickers(index, gpu, shape, dtype)
     if trials.empty:
-        return HTMLResponse(
-            pages.not_found(
-                title, "No trials of this GPU, shape and dtype. Tuned ones:", _tuned_links(index)
-            ),
-            status_code=404,
-        )
+        served = data.served_instead(index, gpu, shape, dtype)
+        if served is None:
+            message = (
+                "No trials of this GPU, shape and dtype, and no tuned configuration can serve it. Tuned ones:"
+            )
+            return _html(pages.not_found(title, message, _tuned_links(index, gpu)), 404)
+        nearest = data.nearest_tuned(index, gpu, shape, dtype)
+        body = picks + pages.served_summary(served, shape, dtype.name)
+        return _html(pages.page(f"{title}: not tuned", body, after=pages.nearest_table(nearest, gpu)))
     refs = data.reference_times(trials)
-    compare = "/dashboards/gpus?" + urlencode(_shape_query(shape, dtype.name))
-    ok = int((trials["status"] == "ok").sum())
-    body = (
-        f"<p>{len(trials)} trials, {ok} correct. "
-        f'<a href="{html.escape(compare)}">This shape on every GPU</a></p>'
-    )
+    table = data.heatmap(trials)
     figures = [
-        draw.heatmap(data.heatmap(trials)),
-        draw.trials_scatter(data.scatter(trials), refs["baseline_ms"]),
+        draw.heatmap(table, data.heatmap_winner(table)),
         draw.convergence(data.convergence(trials), refs["baseline_ms"], refs["copy_ms"]),
+        draw.trials_scatter(data.scatter(trials), refs["baseline_ms"], refs["copy_ms"]),
     ]
-    return HTMLResponse(pages.page(title, body, figures))
+    body = picks + _winner_summary(trials, gpu, shape, dtype)
+    return _html(pages.page(title, body, figures))
 
 
 @router.get("/dashboards/gpus", responses=HTML_RESPONSES, summary="GPUs compared")
@@ -104,12 +206,44 @@ def gpus_page(index: IndexDep, shape: ShapeDep, dtype: DTypeDep) -> HTMLResponse
     title = f"{shape} {dtype.name} on every GPU"
     winners = data.gpu_comparison(index.frame, shape, dtype.name)
     if winners.empty:
-        return HTMLResponse(
+        return _html(
             pages.not_found(
                 title, "No GPU has results for this shape and dtype. Tuned ones:", _tuned_links(index)
             ),
-            status_code=404,
+            404,
         )
-    table = pages.overview_table(winners)
+    shapes = data.tuned_shapes(index)
+    body = pages.pickers(
+        pages.picker("Shape", [(str(s), pages.gpus_url(s, dtype.name), s == shape) for s in shapes]),
+        pages.picker("dtype", [(d, pages.gpus_url(shape, d), d == dtype.name) for d in variants.DTYPES]),
+    ) + pages.overview_table(winners, compare=False)
     figures = [draw.gpu_winners(winners), draw.gpu_families(data.family_best(index.frame, shape, dtype.name))]
-    return HTMLResponse(pages.page(title, table, figures))
+    return _html(pages.page(title, body, figures))
+
+
+@router.get("/dashboards/bandwidth", responses=HTML_RESPONSES, summary="Bandwidth")
+def bandwidth_page(index: IndexDep, gpu: GpuQuery = None) -> HTMLResponse:
+    """Achieved GB/s of every tuned shape of one GPU against bytes moved, beside the device
+    copy of the same bytes and the GPU's peak bandwidth (where it is known)."""
+    if gpu is None:
+        gpu = data.default_gpu(index)
+        if gpu is None:
+            return _choose_gpu(index, "Bandwidth", pages.bandwidth_url)
+    title = f"Bandwidth on {gpu}"
+    if gpu not in index.by_gpu:
+        return _no_gpu(index, title, gpu)
+    table = data.bandwidth(index.frame, gpu)
+    names = data.gpu_names(index.frame, gpu)
+    peak = data.peak_bandwidth(names)
+    if peak is not None:
+        note = f"{e(peak[0])}: peak DRAM bandwidth {peak[1]:.0f} GB/s (NVIDIA's data sheet)."
+    else:
+        reported = ", ".join(names) or "no device name recorded"
+        note = f"No peak bandwidth is known for this GPU ({e(reported)}): no peak line."
+    body = pages.pickers(_gpu_picker(index, gpu, pages.bandwidth_url)) + (
+        f'<p class="note">GB/s = bytes moved / time (every dout element read once, every dinp element '
+        f"written once). The device copy moves the same bytes in the same process. {note}</p>"
+    )
+    figures = [draw.bandwidth(table, peak), draw.bandwidth_ratio(table)]
+    after = pages.bandwidth_table(table, peak[1] if peak else None)
+    return _html(pages.page(title, body, figures, after))

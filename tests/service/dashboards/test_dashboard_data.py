@@ -4,8 +4,11 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import S1, SPLIT16, VEC16, WPH, h100_rows, other_rows, trial
+from conftest import S1, S2, SPLIT16, VEC16, WPH, h100_rows, other_rows, trial
 
+import variants
+from results.index import StoreIndex, build_index
+from results.store import empty_frame
 from service.dashboards import data
 
 BF16 = "bf16"
@@ -74,6 +77,7 @@ def test_scatter_and_convergence() -> None:
     trials = data.shape_trials(frame(), "h100", S1, BF16)
     points = data.scatter(trials)
     assert points["trial_number"].tolist() == [0, 1, 2, 3, 4]
+    assert points["measured"].tolist() == [1, 2, 3, 4, 5]
     assert points["time_ms"].isna().tolist() == [False, False, False, True, True]
     curve = data.convergence(trials)
     assert curve["best_so_far_ms"].tolist() == pytest.approx([0.70, 0.10, 0.09, 0.09, 0.09])
@@ -88,7 +92,7 @@ def test_convergence_is_nan_until_the_first_success_and_per_series() -> None:
         ]
     )
     curve = data.convergence(data.shape_trials(rows, "g", S1, BF16))
-    assert curve["series"].tolist() == ["synthetic-test seed=0"] * 2 + ["synthetic-test seed=1"]
+    assert curve["series"].tolist() == ["seed 0"] * 2 + ["seed 1"]
     assert math.isnan(curve["best_so_far_ms"].iloc[0]) and curve["best_so_far_ms"].iloc[1] == 0.3
 
 
@@ -115,3 +119,219 @@ def test_gpu_comparison_and_family_best() -> None:
     best = data.family_best(frame(), S1, BF16)
     h100 = best[best["gpu"] == "h100"].set_index("family")["time_ms"]
     assert h100.to_dict() == pytest.approx({"naive": 0.70, "split": 0.09, "vec": 0.10})
+
+
+# Rows the dashboards must survive (whether or not loading validates them) ------------------
+
+
+def bad_rows() -> list[dict]:
+    """Rows no dashboard can place: null GPU, dtype or family, an unknown dtype, a broken shape."""
+    good = trial("h100", S1, BF16, "vec", VEC16, 0.01, number=7)
+    return [
+        {**good, "gpu": None},
+        {**good, "dtype": None},
+        {**good, "family": None},
+        {**good, "status": None},
+        {**good, "dtype": "fp8"},
+        {**good, "B": None},
+        {**good, "NH_KV": 5},
+        {**good, "gpu": math.nan},
+    ]
+
+
+def test_usable_drops_rows_without_gpu_dtype_family_or_a_valid_shape() -> None:
+    rows = pd.DataFrame(h100_rows() + bad_rows())
+    kept = data.usable(rows)
+    assert len(kept) == len(h100_rows())
+    assert kept["B"].dtype == "int64" and set(kept["gpu"]) == {"h100"}
+    clean = pd.DataFrame(h100_rows())
+    assert data.usable(clean) is clean  # nothing to drop: the frame itself, not a copy
+    assert data.usable(clean.drop(columns=["family"])).empty
+
+
+def test_every_view_ignores_bad_rows() -> None:
+    rows = pd.DataFrame(h100_rows() + other_rows() + bad_rows())
+    # the bad rows claim 0.01 ms, faster than any good row: none of them may win anywhere
+    assert data.overview(rows).equals(data.overview(frame()))
+    assert data.gpu_comparison(rows, S1, BF16)["time_ms"].tolist() == pytest.approx([0.09, 0.07, 0.20])
+    assert data.family_best(rows, S1, BF16)["time_ms"].min() == pytest.approx(0.07)
+    assert len(data.shape_trials(rows, "h100", S1, BF16)) == 5
+    assert data.family_vs_best(rows)["best_ms"].min() == pytest.approx(0.05)
+    assert data.bandwidth(rows, "h100")["time_ms"].tolist() == pytest.approx([0.05, 0.18, 0.09])
+
+
+def test_overview_links_to_the_current_source() -> None:
+    table = data.overview(frame())
+    h200 = table[table["gpu"] == "h200"].iloc[0]
+    # measured with an older source: the link goes to the family's current one
+    assert h200["source_hash"] == variants.get_family("vec").source_hash
+    assert not h200["source_current"]
+    assert table[table["gpu"] == "h100"]["source_current"].all()
+
+
+def test_overview_orders_shapes_smallest_first_then_dtype() -> None:
+    table = data.overview(frame())
+    h100 = table[table["gpu"] == "h100"]
+    assert list(zip(h100["B"], h100["dtype"], strict=True)) == [(1, "bf16"), (8, "fp32"), (8, "bf16")]
+    assert h100["short_shape"].tolist() == ["1×1024 32/8/128", "8×1024 32/8/128", "8×1024 32/8/128"]
+    assert h100["bytes_moved"].tolist() == [
+        S2.bytes_moved(variants.get_dtype("bf16")),
+        S1.bytes_moved(variants.get_dtype("fp32")),
+        S1.bytes_moved(variants.get_dtype("bf16")),
+    ]
+
+
+# Searches ------------------------------------------------------------------------------------
+
+
+def test_search_series_names_sampler_and_seed_and_tells_same_named_searches_apart() -> None:
+    study = "repkv-0000/g/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16"
+    rows = pd.DataFrame(
+        [
+            trial("g", S1, BF16, "vec", VEC16, 0.3, number=0, study=study, sampler="tpe", seed=0),
+            trial("g", S1, BF16, "vec", VEC16, 0.3, number=1, study=study, sampler="grid", seed=0),
+            trial("g", S1, BF16, "vec", VEC16, 0.3, number=2, study=study, sampler="tpe", seed=1),
+            trial("g", S1, BF16, "vec", VEC16, 0.3, number=3, study="other", sampler="tpe", seed=0),
+            trial("g", S1, BF16, "vec", VEC16, 0.3, number=4, study="x", sampler=None, seed=None),
+            trial("g", S1, BF16, "vec", VEC16, 0.3, number=5, study="y", sampler=None, seed=None),
+            trial(
+                "g",
+                S1,
+                BF16,
+                "vec",
+                VEC16,
+                0.3,
+                number=6,
+                study="leave-one-out",
+                sampler="nearest",
+                seed=None,
+            ),
+        ]
+    )
+    assert data.search_series(rows).tolist() == [
+        "tpe seed 0, run 1/2",
+        "grid seed 0",
+        "tpe seed 1",
+        "tpe seed 0, run 2/2",
+        "run 1/2",
+        "run 2/2",
+        "nearest",
+    ]
+
+
+def test_measured_counts_the_rows_of_each_search_not_the_sampler_trial_numbers() -> None:
+    # a sampler numbers its trials 0, 3, 9 (the others were pruned: already measured)
+    rows = pd.DataFrame(
+        [
+            trial("g", S1, BF16, "vec", VEC16, 0.3, number=9, sampler="tpe"),
+            trial("g", S1, BF16, "vec", VEC16, 0.5, number=0, sampler="tpe"),
+            trial("g", S1, BF16, "vec", VEC16, 0.2, number=3, sampler="tpe"),
+            trial("g", S1, BF16, "vec", VEC16, 0.4, number=0, sampler="grid"),
+            trial("g", S1, BF16, "vec", VEC16, 0.1, number=1, sampler="grid"),
+        ]
+    )
+    trials = data.shape_trials(rows, "g", S1, BF16)
+    tpe = trials[trials["series"] == "tpe seed 0"]
+    assert tpe["measured"].tolist() == [1, 2, 3] and tpe["trial_number"].tolist() == [0, 3, 9]
+    curve = data.convergence(trials)
+    assert curve[curve["series"] == "tpe seed 0"]["measured"].tolist() == [1, 2, 3]
+    assert curve[curve["series"] == "tpe seed 0"]["best_so_far_ms"].tolist() == pytest.approx([0.5, 0.2, 0.2])
+    assert curve[curve["series"] == "grid seed 0"]["best_so_far_ms"].tolist() == pytest.approx([0.4, 0.1])
+
+
+# Heat map, families, bandwidth ---------------------------------------------------------------
+
+
+def test_heatmap_winner_is_the_fastest_cell() -> None:
+    trials = data.shape_trials(frame(), "h100", S1, BF16)
+    winner = data.heatmap_winner(data.heatmap(trials))
+    assert winner == {
+        "variant": "split items=4 load=ldg store=stcs vec_bytes=16",
+        "block_size": 512,
+        "time_ms": pytest.approx(0.09),
+    }
+    assert data.heatmap_winner(pd.DataFrame()) is None
+
+
+def test_family_vs_best_divides_each_familys_best_by_the_shapes_best() -> None:
+    table = data.family_vs_best(frame(), "h100")
+    s1 = table[(table["B"] == 8) & (table["dtype"] == BF16)].set_index("family")
+    assert s1["ratio_to_best"].to_dict() == pytest.approx(
+        {"naive": 0.70 / 0.09, "vec": 0.10 / 0.09, "split": 1.0}
+    )
+    assert list(s1.index) == ["naive", "vec", "split"]  # the registry's order
+    s2 = table[table["B"] == 1].set_index("family")
+    assert s2["ratio_to_best"].to_dict() == pytest.approx({"naive": 4.0, "gather": 1.0})
+    assert table["short_shape"].iloc[0] == "1×1024 32/8/128"  # smallest shape first
+    assert set(data.family_vs_best(frame())["gpu"]) == {"h100", "h200", "l4"}
+    assert data.family_vs_best(frame(), "nope").empty
+
+
+def test_family_best_ratio_to_the_gpus_best() -> None:
+    best = data.family_best(frame(), S1, BF16)
+    h100 = best[best["gpu"] == "h100"].set_index("family")["ratio_to_best"]
+    assert h100.to_dict() == pytest.approx({"naive": 0.70 / 0.09, "split": 1.0, "vec": 0.10 / 0.09})
+
+
+def test_bandwidth_per_shape_against_the_copy_and_the_baseline() -> None:
+    table = data.bandwidth(frame(), "h100")
+    assert table["B"].tolist() == [1, 8, 8] and table["dtype"].tolist() == ["bf16", "fp32", "bf16"]
+    row = table.iloc[2]
+    moved = S1.bytes_moved(variants.get_dtype(BF16))
+    assert row["bytes_moved"] == moved
+    assert row["gbps"] == pytest.approx(moved / (0.09 * 1e6))
+    assert row["copy_gbps"] == pytest.approx(3000.0)  # the synthetic copy moves 3e9 bytes per ms
+    assert row["baseline_gbps"] == pytest.approx(moved / (0.70 * 1e6))
+    assert math.isnan(table.iloc[1]["baseline_gbps"])  # fp32: llm.c's kernel was not measured
+    assert data.bandwidth(frame(), "nope").empty
+
+
+def test_peak_bandwidth_only_for_a_known_device() -> None:
+    assert data.peak_bandwidth(["NVIDIA H200"]) == ("NVIDIA H200", 4800.0)
+    assert data.peak_bandwidth(["NVIDIA H100 80GB HBM3"]) == ("NVIDIA H100 80GB HBM3", 3350.0)
+    assert data.peak_bandwidth([]) is None
+    assert data.peak_bandwidth(["SYNTHETIC H100"]) is None
+    assert data.peak_bandwidth(["NVIDIA H200", "NVIDIA H100 80GB HBM3"]) is None  # one label, two devices
+    rows = pd.DataFrame([{**r, "gpu_name": "NVIDIA H200"} for r in other_rows()])
+    assert data.gpu_names(rows, "h200") == ["NVIDIA H200"] and data.gpu_names(rows, "x") == []
+
+
+# The store index: which GPU, what an untuned shape gets -------------------------------------
+
+
+def index_of(rows: list[dict]) -> StoreIndex:
+    return build_index(pd.DataFrame(rows) if rows else empty_frame())
+
+
+def test_default_gpu_is_the_only_gpu_or_the_only_one_that_tuned_the_shape() -> None:
+    assert data.default_gpu(index_of(h100_rows())) == "h100"
+    several = index_of(h100_rows() + other_rows())
+    assert data.default_gpu(several) is None
+    assert data.default_gpu(several, S1, variants.get_dtype(BF16)) is None  # three GPUs tuned it
+    assert data.default_gpu(several, S1, variants.get_dtype("fp32")) == "h100"
+    assert data.default_gpu(index_of([])) is None
+
+
+def test_tuned_shapes_smallest_first() -> None:
+    index = index_of(h100_rows() + other_rows())
+    assert data.tuned_shapes(index, "h100") == [S2, S1]
+    assert data.tuned_shapes(index, "h200") == [S1]
+
+
+def test_served_instead_is_what_best_serves_on_an_untuned_shape() -> None:
+    index = index_of(h100_rows() + other_rows())
+    shape = variants.Shape(2, 3000, 32, 8, 128)
+    served = data.served_instead(index, "h100", shape, variants.get_dtype(BF16))
+    assert served is not None
+    assert served["match"] == "nearest" and served["tuned_shape"] == S1 and served["tuned_dtype"] == BF16
+    assert served["config_key"].startswith("split[") and served["time_ms"] == pytest.approx(0.09)
+    assert served["distance"] > 0 and served["tier"] == 0 and served["rank"] == 0
+    assert served["grid"] > 0 and served["block"] == 512
+    assert served["source_hash"] == variants.get_family("split").source_hash
+    assert data.served_instead(index, "nope", shape, variants.get_dtype(BF16)) is None
+
+    nearest = data.nearest_tuned(index, "h100", shape, variants.get_dtype(BF16))
+    assert nearest["serves"].tolist() == [True, False, False]
+    assert (nearest.iloc[0]["B"], nearest.iloc[0]["dtype"]) == (8, BF16)
+    assert nearest.iloc[-1]["tier"] == 2  # fp32: another dtype comes last
+    assert data.nearest_tuned(index, "nope", shape, variants.get_dtype(BF16)).empty

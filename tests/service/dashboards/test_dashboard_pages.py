@@ -1,9 +1,26 @@
 from __future__ import annotations
 
+import base64
 import json
+import math
 import re
+from collections.abc import Iterator
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import S1, VEC16, h100_rows, make_client, other_rows, trial
 from fastapi.testclient import TestClient
+
+import variants
+from results.schema import COLUMNS, SCHEMA_VERSION
+from results.store import write_table
+from service.dashboards import draw
+
+SHAPE = {"B": 8, "T": 1024, "NH": 32, "NH_KV": 8, "HD": 128}
 
 
 def specs(html: str) -> list[dict]:
@@ -11,25 +28,201 @@ def specs(html: str) -> list[dict]:
     return [json.loads(text) for text in found]
 
 
+def values(array: object) -> list:
+    """A trace's array as plotly's JSON carries it: a list, or typed bytes in base64."""
+    if isinstance(array, dict) and "bdata" in array:
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"])).tolist()
+    return list(array)
+
+
+def hrefs(html: str) -> list[str]:
+    return [h.replace("&amp;", "&") for h in re.findall(r'href="([^"]+)"', html)]
+
+
+def picker_options(html: str, name: str) -> list[tuple[str, str, bool]]:
+    """(text, url, selected) of one picker's options."""
+    block = re.search(rf'<select name="{name}".*?</select>', html, re.S)
+    assert block, f"no {name} picker"
+    options = re.findall(r'<option value="([^"]*)"( selected)?>([^<]*)</option>', block.group(0))
+    return [(text, value.replace("&amp;", "&"), bool(sel)) for value, sel, text in options]
+
+
+def labelled_lines(figure: dict) -> list[tuple[float, float]]:
+    """(line y, label y) of each reference line, in the axis' own units (log10 on log axes)."""
+    layout = figure["layout"]
+    log = layout.get("yaxis", {}).get("type") == "log"
+    lines = {s["name"]: s["y0"] for s in layout.get("shapes", []) if s.get("name")}
+    return [
+        (math.log10(lines[a["name"]]) if log else lines[a["name"]], a["y"])
+        for a in layout.get("annotations", [])
+        if a.get("name") in lines
+    ]
+
+
 def test_overview_page(client: TestClient) -> None:
     r = client.get("/dashboards")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert '<script src="/static/plotly.min.js">' in r.text and "cdn" not in r.text.lower()
     figures = specs(r.text)
-    assert len(figures) == 2 and all(f["data"] for f in figures)
+    assert len(figures) == 3 and all(f["data"] for f in figures)
     assert "/dashboards/shape?gpu=h100" in r.text
 
 
-def test_shape_page_has_heatmap_scatter_and_convergence(client: TestClient) -> None:
-    r = client.get("/dashboards/shape", params={"gpu": "h100", "B": 8, "T": 1024})
+def test_overview_tells_dtypes_apart_and_zooms_on_the_copy(client: TestClient) -> None:
+    ratio, _speedup, families = specs(client.get("/dashboards").text)
+    names = [trace["name"] for trace in ratio["data"]]
+    assert "h100 bf16" in names and "h100 fp32" in names  # one bar series per GPU and dtype
+    colors = {t["name"]: t["marker"]["color"] for t in ratio["data"]}
+    assert colors["h100 bf16"] == colors["h200 bf16"] != colors["h100 fp32"]
+    low, high = ratio["layout"]["yaxis"]["range"]
+    assert 0.5 <= low <= 0.8 and high > 1.0  # not from 0: 0.94 and 1.06 must look different
+    assert labelled_lines(ratio) == [(1.0, 1.0)]
+    assert families["data"][0]["type"] == "heatmap"
+
+
+def test_overview_links_every_winner_to_its_recipe_and_source(client: TestClient) -> None:
+    text = client.get("/dashboards").text
+    links = hrefs(text)
+    rows = text.count("<tr>") - 1
+    recipes = [h for h in links if h.startswith("/best?")]
+    assert len(recipes) == rows == 6
+    assert "/best?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16" in recipes
+    assert f"/kernels/{variants.get_family('split').source_hash}" in links
+    assert len([h for h in links if h.startswith("/kernels/")]) == rows
+
+
+def test_recipe_and_source_links_answer(client: TestClient) -> None:
+    links = hrefs(client.get("/dashboards").text)
+    for href in {h for h in links if h.startswith(("/best?", "/kernels/", "/dashboards"))}:
+        assert client.get(href).status_code == 200, href
+
+
+def test_overview_filters_by_gpu_and_dtype(client: TestClient) -> None:
+    text = client.get("/dashboards", params={"gpu": "h100", "dtype": "bf16"}).text
+    assert text.count("<tr>") - 1 == 2
+    gpu_options = picker_options(text, "gpu")
+    assert gpu_options[0] == ("all GPUs", "/dashboards?dtype=bf16", False)
+    assert ("h100", "/dashboards?gpu=h100&dtype=bf16", True) in gpu_options
+    assert ("fp32", "/dashboards?gpu=h100&dtype=fp32", False) in picker_options(text, "dtype")
+    assert client.get("/dashboards", params={"dtype": "int3"}).status_code == 422
+    assert client.get("/dashboards", params={"gpu": "nope"}).status_code == 404
+
+
+def test_shape_page_has_heatmap_convergence_and_scatter(client: TestClient) -> None:
+    r = client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE})
     assert r.status_code == 200
     kinds = [[trace["type"] for trace in f["data"]] for f in specs(r.text)]
-    assert kinds[0] == ["heatmap"] and set(kinds[1]) == {"scatter"} and set(kinds[2]) == {"scatter"}
+    assert (
+        kinds[0] == ["heatmap", "scatter"] and set(kinds[1]) == {"scatter"} and set(kinds[2]) == {"scatter"}
+    )
+
+
+def test_shape_page_marks_the_winner_in_the_heat_map(client: TestClient) -> None:
+    heat = specs(client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE}).text)[0]
+    winner = next(t for t in heat["data"] if t.get("name") == "winner")
+    assert winner["x"] == ["512"] and winner["y"] == ["split items=4 load=ldg store=stcs vec_bytes=16"]
+
+
+def test_log_charts_put_each_label_at_its_line(client: TestClient) -> None:
+    figures = specs(client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE}).text)
+    convergence, scatter = figures[1], figures[2]
+    assert convergence["layout"]["yaxis"]["type"] == "log"
+    for figure in (convergence, scatter):
+        lines = labelled_lines(figure)
+        assert len(lines) == 2  # llm.c's baseline and the device copy
+        for line_y, label_y in lines:
+            assert label_y == pytest.approx(line_y)
+    texts = [a["text"] for a in convergence["layout"]["annotations"]]
+    assert any(t.startswith("llm.c kernel1") for t in texts) and any(
+        t.startswith("device copy") for t in texts
+    )
+
+
+def test_convergence_counts_configurations_measured_and_names_searches_shortly(client: TestClient) -> None:
+    convergence = specs(client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE}).text)[1]
+    (trace,) = convergence["data"]
+    assert trace["name"] == "seed 0" and values(trace["x"]) == [1, 2, 3, 4, 5]
+    assert "measured" in convergence["layout"]["xaxis"]["title"]["text"]
+
+
+def test_shape_page_links_the_winner_and_has_pickers(client: TestClient) -> None:
+    text = client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE}).text
+    links = hrefs(text)
+    assert "/best?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16" in links
+    assert f"/kernels/{variants.get_family('split').source_hash}" in links
+    gpus = picker_options(text, "gpu")
+    assert [g[0] for g in gpus] == ["h100", "h200", "l4"] and gpus[0][2]
+    shapes = picker_options(text, "shape")
+    assert [s[0] for s in shapes] == [str(variants.Shape(1, 1024, 32, 8, 128)), str(S1)]
+    dtypes = {d[0]: d for d in picker_options(text, "dtype")}
+    assert dtypes["fp32"][1] == "/dashboards/shape?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=fp32"
+    assert "fp16 (not tuned)" in dtypes and dtypes["bf16"][2]
+
+
+def test_shape_page_without_gpu_takes_the_only_one_that_tuned_it(client: TestClient) -> None:
+    r = client.get("/dashboards/shape", params={**SHAPE, "dtype": "fp32"})
+    assert r.status_code == 200 and "<h1>h100 B=8" in r.text
+    several = client.get("/dashboards/shape", params=SHAPE)  # three GPUs tuned it: the reader picks
+    assert several.status_code == 200 and "Pick a GPU" in several.text
+    assert "/dashboards/shape?gpu=l4&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16" in hrefs(several.text)
+
+
+def test_shape_page_without_gpu_on_a_one_gpu_store(tmp_path: Path) -> None:
+    write_table(h100_rows(), tmp_path, "synthetic-h100")
+    with make_client(tmp_path) as c:
+        assert c.app.state.store.wait_ready(30)
+        r = c.get("/dashboards/shape", params={"B": 1, "T": 1024})
+        assert r.status_code == 200 and "<h1>h100 B=1,T=1024" in r.text
+        assert c.get("/dashboards/bandwidth").status_code == 200
+
+
+def test_untuned_shape_shows_what_best_serves(client: TestClient) -> None:
+    r = client.get("/dashboards/shape", params={"gpu": "h100", "B": 2, "T": 3000})
+    assert r.status_code == 200 and "not tuned" in r.text
+    best = client.get("/best", params={"gpu": "h100", "B": 2, "T": 3000}).json()
+    assert best["match"] == "nearest"
+    assert best["kernel"]["config_key"] in r.text
+    assert f"grid {best['kernel']['grid']} x block {best['kernel']['block']}" in r.text
+    links = hrefs(r.text)
+    assert "/best?gpu=h100&B=2&T=3000&NH=32&NH_KV=8&HD=128&dtype=bf16" in links
+    assert f"/kernels/{best['kernel']['source_hash']}" in links
+    assert "/dashboards/shape?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16" in links
+    assert f"distance {best['distance']:.2f}" in r.text
+    assert 'class="serves"' in r.text  # the nearest tuned shapes, the serving one marked
 
 
 def test_gpus_page(client: TestClient) -> None:
     r = client.get("/dashboards/gpus", params={"B": 8, "T": 1024})
     assert r.status_code == 200 and len(specs(r.text)) == 2
+    assert len(picker_options(r.text, "shape")) == 2 and len(picker_options(r.text, "dtype")) == 3
+    assert len([h for h in hrefs(r.text) if h.startswith("/best?")]) == 3
+
+
+def test_bandwidth_page(client: TestClient) -> None:
+    r = client.get("/dashboards/bandwidth", params={"gpu": "h100"})
+    assert r.status_code == 200
+    gbps, ratio = specs(r.text)
+    assert gbps["layout"]["xaxis"]["type"] == "log"
+    names = [t["name"] for t in gbps["data"]]
+    assert names[:2] == ["llm.c kernel1, block 128", "device copy (same bytes, same process)"]
+    assert "winner bf16" in names and "winner fp32" in names
+    assert labelled_lines(gbps) == []  # a synthetic device: no known peak, no line
+    assert "No peak bandwidth is known" in r.text
+    assert labelled_lines(ratio) == [(1.0, 1.0)]
+    assert len([h for h in hrefs(r.text) if h.startswith("/best?")]) == 3
+    pick = client.get("/dashboards/bandwidth")  # three GPUs: the reader picks
+    assert pick.status_code == 200 and "/dashboards/bandwidth?gpu=l4" in hrefs(pick.text)
+    assert client.get("/dashboards/bandwidth", params={"gpu": "nope"}).status_code == 404
+
+
+def test_bandwidth_page_draws_the_peak_of_a_known_gpu(tmp_path: Path) -> None:
+    rows = [{**row, "gpu_name": "NVIDIA H200"} for row in other_rows() if row["gpu"] == "h200"]
+    write_table(rows, tmp_path, "synthetic-h200")
+    with make_client(tmp_path) as c:
+        assert c.app.state.store.wait_ready(30)
+        gbps = specs(c.get("/dashboards/bandwidth").text)[0]
+        assert labelled_lines(gbps) == [(4800.0, 4800.0)]
+        assert "4.80 TB/s" in gbps["layout"]["annotations"][0]["text"]
 
 
 def test_unknown_dashboards_are_html_404(client: TestClient) -> None:
@@ -42,3 +235,62 @@ def test_plotly_js_is_served_locally(client: TestClient) -> None:
     r = client.get("/static/plotly.min.js")
     assert r.status_code == 200 and "javascript" in r.headers["content-type"] and len(r.content) > 1_000_000
     assert client.get("/", follow_redirects=False).headers["location"] == "/dashboards"
+
+
+# Rows no dashboard can place must never turn into a 500 ------------------------------------
+
+
+def write_unvalidated(rows: list[dict], path: Path) -> None:
+    """Rows written as they are, without the trial schema's checks (a null `gpu` included)."""
+    frame = pd.DataFrame(rows)
+    for column in COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    frame["schema_version"] = SCHEMA_VERSION
+    pq.write_table(pa.Table.from_pandas(frame[list(COLUMNS)], preserve_index=False), path)
+
+
+@pytest.fixture
+def bad_client(store_dir: Path) -> Iterator[TestClient]:
+    good = trial("h100", S1, "bf16", "vec", VEC16, 0.01, number=9)
+    bad = [{**good, "gpu": None}, {**good, "dtype": None}, {**good, "family": None}, {**good, "status": None}]
+    write_unvalidated(bad, store_dir / "synthetic-bad.parquet")
+    with make_client(store_dir) as c:
+        assert c.app.state.store.wait_ready(30)
+        assert c.app.state.store.state.index.frame["gpu"].isna().any()  # they did load
+        yield c
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/dashboards",
+        "/dashboards?gpu=h100&dtype=bf16",
+        "/dashboards/gpus?B=8&T=1024",
+        "/dashboards/shape?gpu=h100&B=8&T=1024",
+        "/dashboards/shape?B=8&T=1024&dtype=fp32",
+        "/dashboards/shape?gpu=h100&B=2&T=3000",
+        "/dashboards/bandwidth?gpu=h100",
+    ],
+)
+def test_rows_without_gpu_dtype_or_family_do_not_break_the_dashboards(
+    bad_client: TestClient, path: str
+) -> None:
+    r = bad_client.get(path)
+    assert r.status_code == 200
+    assert "0.0100" not in r.text  # the bad rows' 0.01 ms wins nowhere
+
+
+def test_reference_line_label_uses_log10_on_a_log_axis() -> None:
+    fig = draw.go.Figure(layout={"yaxis": {"type": "log"}})
+    draw.reference_line(fig, 0.67, "baseline", dash="dash", color="#000", log_y=True)
+    (shape,), (label,) = fig.layout.shapes, fig.layout.annotations
+    assert shape.y0 == shape.y1 == 0.67 and shape.name == label.name == "baseline"
+    assert label.y == pytest.approx(math.log10(0.67)) and label.yanchor == "bottom"
+
+
+def test_log_ticks_are_plain_numbers() -> None:
+    ticks = draw.log_ticks([0.07, 0.66])
+    assert ticks["tickvals"] == [0.1, 0.2, 0.5] and ticks["ticktext"] == ["0.1", "0.2", "0.5"]
+    assert len(draw.log_ticks([0.070, 0.075])["tickvals"]) >= 1
+    assert draw.log_ticks([]) == {}
