@@ -68,21 +68,27 @@ def usable(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.iloc[0:0] if missing else frame
     keep = np.ones(len(frame), dtype=bool)
     for column in TEXT_COLUMNS:
-        values = frame[column]
-        keep &= values.map(lambda v: isinstance(v, str) and v != "").to_numpy(dtype=bool, na_value=False)
+        keep &= _non_empty_text(frame[column])
     keep &= frame["dtype"].isin(list(variants.DTYPES)).to_numpy(dtype=bool, na_value=False)
     dims = {c: pd.to_numeric(frame[c], errors="coerce") for c in SHAPE_COLUMNS}
     for values in dims.values():
         keep &= (values.notna() & (values >= 1) & (values == values.round())).to_numpy(
             dtype=bool, na_value=False
         )
+    divides = dims["NH"] % dims["NH_KV"].where(dims["NH_KV"] >= 1) == 0
+    keep &= divides.to_numpy(dtype=bool, na_value=False)
     if keep.all() and all(frame[c].dtype == np.int64 for c in SHAPE_COLUMNS):
         return frame
     rows = frame[keep].copy()
     for column in SHAPE_COLUMNS:
         rows[column] = dims[column][keep].astype(np.int64)
-    nh_ok = rows["NH"] % rows["NH_KV"] == 0
-    return rows[nh_ok.to_numpy(dtype=bool)] if not nh_ok.all() else rows
+    return rows
+
+
+def _non_empty_text(values: pd.Series) -> np.ndarray:
+    if isinstance(values.dtype, pd.StringDtype):  # as loaded from parquet: only nulls to find
+        return (values.notna() & (values.str.len() > 0)).to_numpy(dtype=bool, na_value=False)
+    return values.map(lambda v: isinstance(v, str) and v != "").to_numpy(dtype=bool, na_value=False)
 
 
 def _params(text: object) -> dict:
@@ -168,6 +174,12 @@ def _in_shape_order(table: pd.DataFrame) -> pd.DataFrame:
     return keys.drop(columns=["_elements", "_dtype"])
 
 
+def _of_gpu(frame: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    if "gpu" not in frame:
+        return frame.iloc[0:0]
+    return frame[(frame["gpu"] == gpu).to_numpy(dtype=bool, na_value=False)]
+
+
 def _select_shape(frame: pd.DataFrame, shape: Shape, dtype: str | None = None) -> pd.DataFrame:
     mask = pd.Series(True, index=frame.index) if dtype is None else frame["dtype"] == dtype
     for column in SHAPE_COLUMNS:
@@ -227,9 +239,7 @@ def shape_trials(frame: pd.DataFrame, gpu: str, shape: Shape, dtype: str) -> pd.
     search, see `search_series`), `trial_number` (the sampler's trial number, else the order of
     timestamps in its search) and `measured` (1, 2, 3... : the configurations that search
     measured, in the order it measured them; a sampler's pruned trials leave no row)."""
-    frame = usable(frame)
-    rows = _select_shape(frame[(frame["gpu"] == gpu).to_numpy(dtype=bool, na_value=False)], shape, dtype)
-    rows = rows.copy()
+    rows = usable(_select_shape(_of_gpu(frame, gpu), shape, dtype)).copy()
     if rows.empty:
         return rows.assign(
             block_size=pd.Series(dtype="Int64"),
@@ -350,10 +360,7 @@ def family_vs_best(frame: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
     """Family against family across shapes: per GPU, shape and dtype, each family's best
     correct time over the best of any family there (1.0 = this family wins). Shapes in the
     overview's order, families in the registry's."""
-    frame = usable(frame)
-    if gpu is not None:
-        frame = frame[(frame["gpu"] == gpu).to_numpy(dtype=bool, na_value=False)]
-    ok = _ok(frame)
+    ok = _ok(usable(frame if gpu is None else _of_gpu(frame, gpu)))
     if ok.empty:
         return pd.DataFrame(columns=FAMILY_COLUMNS)
     ok = ok.assign(time_ms=pd.to_numeric(ok["time_ms"], errors="coerce"))
@@ -372,7 +379,7 @@ def gpu_names(frame: pd.DataFrame, gpu: str) -> list[str]:
     """The device names rows of this GPU label report."""
     if "gpu_name" not in frame or frame.empty:
         return []
-    names = frame.loc[(frame["gpu"] == gpu).to_numpy(dtype=bool, na_value=False), "gpu_name"]
+    names = _of_gpu(frame, gpu)["gpu_name"]
     return sorted({n for n in names.dropna().unique() if isinstance(n, str) and n})
 
 
@@ -405,8 +412,7 @@ def bandwidth(frame: pd.DataFrame, gpu: str) -> pd.DataFrame:
     """Where each tuned shape of one GPU stands against the memory system: per shape and
     dtype, bytes moved (every dout read once, every dinp written once), the winner's achieved
     GB/s, the same-process device copy's, and llm.c's baseline's. Smallest shapes first."""
-    table = overview(frame)
-    table = table[(table["gpu"] == gpu).to_numpy(dtype=bool, na_value=False)]
+    table = overview(_of_gpu(frame, gpu))
     if table.empty:
         return pd.DataFrame(columns=BANDWIDTH_COLUMNS)
     table = table.copy()

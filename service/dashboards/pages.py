@@ -16,14 +16,14 @@ from variants import Shape
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222;max-width:1500px}
 nav a{margin-right:1rem} h1{margin:.6rem 0 .4rem;font-size:1.6rem}
-table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0 1rem}
+table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0 1rem}
 td,th{border-bottom:1px solid #ddd;padding:.22rem .45rem;text-align:left;white-space:nowrap}
 th{background:#f5f5f5} tr.serves td{background:#fff7e0}
 td.num{text-align:right;font-variant-numeric:tabular-nums} .chart{min-height:380px;margin:1rem 0}
 .note{color:#666;font-size:.9rem} .pickers{display:flex;gap:1.2rem;flex-wrap:wrap;margin:.4rem 0 .8rem}
 .pickers label{font-size:.9rem;color:#444} .pickers select{margin-left:.35rem;font-size:.9rem}
 .summary{background:#f7f9fc;border:1px solid #e1e6ef;border-radius:6px;padding:.6rem .9rem;margin:.6rem 0}
-.summary p{margin:.25rem 0} code{font-size:.88rem}
+.summary p{margin:.25rem 0} code{font-size:.88rem} td code{font-size:.8rem}
 """
 
 
@@ -188,7 +188,8 @@ def bandwidth_table(table: pd.DataFrame, peak_gbps: float | None) -> str:
     peak_head = "<th>% of peak</th>" if peak_gbps else ""
     head = (
         "<tr><th>shape (B×T NH/NH_KV/HD)</th><th>dtype</th><th>MB moved</th><th>winner GB/s</th>"
-        f"<th>copy GB/s</th>{peak_head}<th>time / copy</th><th>llm.c GB/s</th><th>winner</th><th>kernel</th></tr>"
+        f"<th>copy GB/s</th>{peak_head}<th>time / copy</th><th>llm.c GB/s</th><th>winner</th>"
+        "<th>kernel</th></tr>"
     )
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 

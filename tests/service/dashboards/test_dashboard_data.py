@@ -146,6 +146,8 @@ def test_usable_drops_rows_without_gpu_dtype_family_or_a_valid_shape() -> None:
     assert kept["B"].dtype == "int64" and set(kept["gpu"]) == {"h100"}
     clean = pd.DataFrame(h100_rows())
     assert data.usable(clean) is clean  # nothing to drop: the frame itself, not a copy
+    for bad in bad_rows():  # each on its own
+        assert len(data.usable(pd.DataFrame([*h100_rows(), bad]))) == len(h100_rows()), bad
     assert data.usable(clean.drop(columns=["family"])).empty
 
 
