@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from variants import Shape
 
 STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222;max-width:1500px}
+body{font-family:system-ui,sans-serif;margin:1rem 1.2rem;color:#222;max-width:1500px}
 nav a{margin-right:1rem} h1{margin:.6rem 0 .4rem;font-size:1.6rem}
 table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0 1rem}
 td,th{border-bottom:1px solid #ddd;padding:.22rem .45rem;text-align:left;white-space:nowrap}
@@ -187,7 +187,7 @@ def bandwidth_table(table: pd.DataFrame, peak_gbps: float | None) -> str:
         )
     peak_head = "<th>% of peak</th>" if peak_gbps else ""
     head = (
-        "<tr><th>shape (B×T NH/NH_KV/HD)</th><th>dtype</th><th>MB moved</th><th>winner GB/s</th>"
+        '<tr><th title="B×T NH/NH_KV/HD">shape</th><th>dtype</th><th>MB moved</th><th>winner GB/s</th>'
         f"<th>copy GB/s</th>{peak_head}<th>time / copy</th><th>llm.c GB/s</th><th>winner</th>"
         "<th>kernel</th></tr>"
     )
