@@ -280,7 +280,10 @@ def trials_scatter(
             "title": "Every correct trial"
             + (f" ({failed} failed trials are not drawn)" if failed else "")
             + ", in the order each search measured them",
-            "xaxis": {"title": "configurations measured (per search)"},
+            "xaxis": {
+                "title": "configurations measured (per search)",
+                **({"dtick": 1} if ok["measured"].max() <= 12 else {}),  # whole numbers only
+            },
             "yaxis": {"title": "ms (log)", "type": "log", **log_ticks(ok["time_ms"], baseline_ms, copy_ms)},
             "legend": {"title": {"text": "family"}},
         }
