@@ -1,100 +1,772 @@
-"""Benchmark on the GPU: the tuned winners against their peers, timed in the same process.
+"""Benchmark on the GPU: the tuned kernels against the strongest peers, timed in one process.
 
-For every shape and dtype: the device copy of the same bytes (the practical ceiling),
-llm.c's kernel1 at block 128, PyTorch eager and torch.compile, and the best configuration
-recorded in the results store for this GPU. Every kernel's output is validated before it is
-timed. Prints a markdown table and writes the rows to parquet.
+For every shape and dtype, each validated before it is timed (fresh random input, output
+poisoned with NaN, every element compared with the float64 reference):
 
-    python scripts/bench_kernels.py --gpu h200 --results results/data --out bench.parquet
+- the device copy of the same bytes (the practical ceiling: the fastest of three medians) and
+  an empty kernel launch (the fixed cost a launch carries);
+- the tuned configuration this GPU's results store serves for the shape (exact, else nearest);
+- llm.c's kernel1 at every block size 32..1024 (128 is llm.c's);
+- PyTorch eager in four formulations; `torch.compile` specialized to the shape (dynamic=False,
+  Dynamo reset before each compile) of two formulations in the default mode, then in
+  "max-autotune-no-cudagraphs" (pairs closest to the tuned kernel first, while the time budget
+  lasts: each such compile tunes for seconds);
+- a Triton kernel autotuned over its tile and warps (tuner/gpu/triton_peer.py).
+
+Every call is timed alike with tuner.gpu.timing: CUDA events around the call, L2 flushed
+before it, then a short GPU-side wait (--hold-us) so the launch is queued before the GPU gets
+to it: times are GPU time, whatever the CPU cost of issuing the call (Python, guards,
+autotuner lookup). Median and p20/p80 of --reps calls.
+
+    PYTHONUNBUFFERED=1 python3 scripts/bench_kernels.py --out $OUT/peers.parquet 2>&1 | tee $OUT/peers.log
+    python3 scripts/bench_kernels.py --quick           # 2 shapes, bf16
+    python3 scripts/bench_kernels.py --estimate        # the plan and its time estimate (no GPU)
+
+Writes one parquet row per (shape, dtype, peer), rewritten after every shape and dtype, and
+prints the tables last. Needs CuPy, PyTorch and Triton (the `bench` use only: the service and
+the tuner need none of torch and triton).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from results.best import winners  # noqa: E402
-from results.schema import SHAPE_COLUMNS  # noqa: E402
-from results.store import load_results  # noqa: E402
-from variants import BASELINE, Config, Shape, get_dtype  # noqa: E402
+from tuner.peer_bench import (  # noqa: E402
+    BENCH_SHAPES,
+    CEILING,
+    COMPILED,
+    COPY_PEER,
+    EAGER,
+    EMPTY_PEER,
+    LAUNCH,
+    LLMC,
+    PEAK_GBPS,
+    PEER_GROUPS,
+    PEER_KINDS,
+    QUICK_DTYPES,
+    QUICK_SHAPES,
+    STATUS_OK,
+    STATUS_SKIPPED,
+    TRITON,
+    TRITON_PEER,
+    TUNED,
+    TUNED_PEER,
+    Budget,
+    Costs,
+    Plan,
+    compile_peer,
+    derive,
+    describe,
+    eager_peer,
+    estimate,
+    llmc_peer,
+    make_row,
+    render,
+    summary,
+)
+from variants import DTYPES, Config, DType, InvalidShape, Shape, get_dtype  # noqa: E402
+from variants.family import BLOCK_SIZES  # noqa: E402
+
+# Formulations (tuner/gpu/torch_peers.py); listed here so that --help and --estimate need no torch.
+EAGER_FORMULATIONS = ("sum_cat", "repeat_kv_bwd", "fp32_sum_cat", "into_slices")
+COMPILED_FORMULATIONS = ("sum_cat", "repeat_kv_bwd")
+MAX_AUTOTUNE_MODE = "max-autotune-no-cudagraphs"
+TRITON_CONFIGS = 5  # len(triton_peer.TILE_CONFIGS): a test keeps the two equal
+
+
+class UsageError(Exception):
+    """A mistake in the command line: the message says what to do."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="bench_kernels.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", help="label of this GPU's results in the store (default: from the device)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="results directory read before the bundled store (default: the user's results directory)",
+    )
+    parser.add_argument(
+        "--shape",
+        action="append",
+        help="B=..,T=..,NH=..,NH_KV=..,HD=.. (repeatable; default: the tuner's default set + 3 of 8-32 MB)",
+    )
+    parser.add_argument("--dtype", help="comma list of fp32,bf16,fp16 (default: all)")
+    parser.add_argument("--peers", help=f"comma list of {','.join(PEER_GROUPS)} (default: all)")
+    parser.add_argument(
+        "--max-autotune",
+        default=",".join(COMPILED_FORMULATIONS),
+        help="formulations compiled in max-autotune mode, in order; 'none' for none (default: %(default)s)",
+    )
+    parser.add_argument("--quick", action="store_true", help="2 shapes (10 MB, 302 MB), bf16 only")
+    parser.add_argument("--reps", type=int, default=100, help="timed calls per peer (default: 100)")
+    parser.add_argument(
+        "--hold-us",
+        type=float,
+        default=150.0,
+        help="GPU-side wait after each L2 flush so the timed call is queued ahead; 0 to time "
+        "with the CPU's launch cost exposed (default: 150)",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=450.0,
+        help="wall-clock seconds for the run: compiles that would pass it are skipped (rows with "
+        "status 'skipped'); 0 for no limit (default: 450)",
+    )
+    parser.add_argument("--peak-gbps", type=float, help="the GPU's peak DRAM bandwidth (default: by label)")
+    parser.add_argument(
+        "--out", type=Path, help="parquet of every row (default: $OUT/peers.parquet when OUT is set)"
+    )
+    parser.add_argument("--estimate", action="store_true", help="print the plan and time estimate, then exit")
+    return parser
+
+
+def _csv(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    try:
+        shapes = [Shape.parse(text) for text in args.shape or []]
+    except InvalidShape as exc:
+        raise UsageError(f"--shape: {exc}") from None
+    args.shapes = shapes or list(QUICK_SHAPES if args.quick else BENCH_SHAPES)
+    dtypes = _csv(args.dtype) or list(QUICK_DTYPES if args.quick else DTYPES)
+    unknown = [d for d in dtypes if d not in DTYPES]
+    if unknown:
+        raise UsageError(f"unknown dtype {unknown[0]!r}: use --dtype with {','.join(DTYPES)}")
+    args.dtypes = [get_dtype(d) for d in dict.fromkeys(dtypes)]
+    groups = _csv(args.peers) or list(PEER_GROUPS)
+    unknown = [g for g in groups if g not in PEER_GROUPS]
+    if unknown:
+        raise UsageError(f"unknown peer group {unknown[0]!r}: use --peers with {','.join(PEER_GROUPS)}")
+    args.groups = [g for g in PEER_GROUPS if g in groups]
+    formulations = [] if args.max_autotune.strip() == "none" else _csv(args.max_autotune)
+    unknown = [f for f in formulations if f not in COMPILED_FORMULATIONS]
+    if unknown:
+        raise UsageError(
+            f"unknown formulation {unknown[0]!r}: use --max-autotune with {','.join(COMPILED_FORMULATIONS)}"
+            " or none"
+        )
+    args.max_autotune_formulations = list(dict.fromkeys(formulations))
+    if args.reps < 1:
+        raise UsageError("--reps must be at least 1 (100 or more for a result worth reporting)")
+    if args.hold_us < 0 or args.budget_s < 0:
+        raise UsageError("--hold-us and --budget-s take a number >= 0")
+    if args.out is None and os.environ.get("OUT"):
+        args.out = Path(os.environ["OUT"]) / "peers.parquet"
+    return args
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    return Plan(
+        shapes=args.shapes,
+        dtypes=args.dtypes,
+        groups=args.groups,
+        eager=EAGER_FORMULATIONS,
+        compiled=COMPILED_FORMULATIONS,
+        max_autotune=args.max_autotune_formulations,
+        triton_configs=TRITON_CONFIGS,
+        reps=args.reps,
+        hold_us=args.hold_us,
+        budget_s=args.budget_s,
+    )
+
+
+def log(start: float, text: str) -> None:
+    print(f"[{time.perf_counter() - start:6.1f}s] {text}", flush=True)
+
+
+# --- the measuring loop (device access injected, so tests run it on CPU fakes) ----------------
+
+
+@dataclass
+class Device:
+    """What the bench uses of the device. On a GPU: `gpu_device`; tests pass CPU fakes."""
+
+    session: Any  # tuner.gpu.session.DeviceSession: buffers, release, run_checked, measure, flush
+    xp: Any  # cupy (the array module of the session's buffers)
+    time_calls: Callable[..., Any]  # tuner.gpu.timing.time_launches(launch, flush, reps=) -> Timing
+    time_copy: Callable[..., Any]  # tuner.gpu.timing.time_device_copy(nbytes, flush, reps=) -> Timing
+    empty_launch: Callable[[], None]  # one launch of an empty kernel
+    to_torch: Callable[[Any, DType], Any]  # a session buffer as a torch tensor (shared memory)
+    to_storage: Callable[[Any, DType], Any]  # a torch tensor as an array of dtype's storage
+    torch_device: str  # where torch peers allocate ("cuda")
+    name: str = ""
+    label: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+# PyTorch's messages after which the CUDA context is unusable (the session's own, for CuPy's
+# errors, are tuner.gpu.session.STICKY_ERRORS).
+TORCH_STICKY = (
+    "illegal memory access",
+    "misaligned address",
+    "unspecified launch failure",
+    "device-side assert",
+    "illegal instruction",
+)
+
+
+def is_sticky(message: str) -> bool:
+    try:
+        from tuner.gpu.session import STICKY_ERRORS
+    except ImportError:  # no cupy: nothing ran on a GPU
+        STICKY_ERRORS = ()
+    return any(marker in message for marker in (*STICKY_ERRORS, *TORCH_STICKY))
+
+
+class PeerBench:
+    """Measures every peer of the plan, one shape and dtype at a time, into rows."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        device: Device,
+        start: float,
+        choices: dict[tuple[Shape, str], Any] | None = None,
+        peak_gbps: float | None = None,
+        out: Path | None = None,
+        compile_backend: str = "inductor",
+    ):
+        import torch
+
+        self.torch = torch
+        self.plan, self.device, self.start = plan, device, start
+        self.session = device.session
+        self.choices = choices or {}
+        self.peak_gbps = peak_gbps
+        self.out = out
+        self.compile_backend = compile_backend
+        self.budget = Budget(plan.budget_s, start, Costs(), plan.triton_configs)
+        self.rows: list[dict[str, Any]] = []
+
+    # --- helpers ---
+    def say(self, text: str) -> None:
+        log(self.start, text)
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def timed(self, launch: Callable[[], Any]) -> Any:
+        return self.device.time_calls(launch, self.session.flush, reps=self.plan.reps)
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if row["status"] == STATUS_OK:
+            compiled = row["compile_s"] == row["compile_s"]  # not NaN
+            extra = f" (first call {row['compile_s']:.1f}s)" if compiled else ""
+            text = f"{row['time_ms']:.4f} ms [{row['p20_ms']:.4f}, {row['p80_ms']:.4f}]{extra}"
+            if row["message"]:
+                text += f" {row['message']}"
+        else:
+            text = f"{row['status']}: {row['message'][:300]}"
+        config = f" {row['config']}" if row["config"] else ""
+        self.say(f"  {row['peer']:<32} {text}{config}")
+
+    def frame(self) -> pd.DataFrame:
+        frame = derive(pd.DataFrame(self.rows), self.peak_gbps)
+        for key, value in self.device.meta.items():
+            frame[key] = value
+        return frame
+
+    def write(self) -> None:
+        """Rewrite the parquet (temporary name, then os.replace): a run stopped half-way
+        still leaves every row measured so far."""
+        if not self.out or not self.rows:
+            return
+        out = Path(self.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        self.frame().to_parquet(tmp, index=False)
+        os.replace(tmp, out)
+
+    def timing_row(self, shape: Shape, dtype: DType, peer: str, kind: str, timing: Any, **extra: Any) -> None:
+        self.add(
+            make_row(
+                shape,
+                dtype,
+                peer,
+                kind,
+                time_ms=timing.median_ms,
+                p20_ms=timing.p20_ms,
+                p80_ms=timing.p80_ms,
+                reps=timing.reps,
+                **extra,
+            )
+        )
+
+    # --- the references ---
+    def copy(self, shape: Shape, dtype: DType) -> None:
+        """The device copy of half the bytes (read and written: the kernel's bytes moved):
+        the fastest of three medians, each over fresh buffers."""
+        self.session.release()
+        nbytes = shape.bytes_moved(dtype) // 2
+        flush = self.session.flush
+        rounds = [self.device.time_copy(nbytes, flush, reps=self.plan.reps) for _ in range(3)]
+        best = min(rounds, key=lambda t: t.median_ms)
+        medians = ", ".join(f"{t.median_ms:.4f}" for t in rounds)
+        config = f"cudaMemcpyAsync D2D of {nbytes} B; medians {medians}"
+        self.timing_row(shape, dtype, COPY_PEER, CEILING, best, config=config)
+
+    def empty(self, shape: Shape, dtype: DType) -> None:
+        timing = self.timed(self.device.empty_launch)
+        self.timing_row(shape, dtype, EMPTY_PEER, LAUNCH, timing, config="empty_kernel<<<1, 1>>>")
+
+    # --- this project's kernels: the session validates, then times ---
+    def kernel(
+        self, shape: Shape, dtype: DType, peer: str, kind: str, config: Config, note: str = "", **extra: Any
+    ) -> None:
+        m = self.session.measure(shape, dtype, config)
+        self.add(
+            make_row(
+                shape,
+                dtype,
+                peer,
+                kind,
+                status=m.status,
+                message=m.message if m.message else note,
+                time_ms=m.time_ms,
+                p20_ms=m.p20_ms,
+                p80_ms=m.p80_ms,
+                reps=m.reps,
+                config=config.key,
+                **extra,
+            )
+        )
+
+    def tuned(self, shape: Shape, dtype: DType) -> None:
+        choice = self.choices.get((shape, dtype.name))
+        if choice is None:
+            message = f"nothing in the store for GPU {self.device.label!r} serves this shape and dtype"
+            self.add(make_row(shape, dtype, TUNED_PEER, TUNED, status="missing", message=message))
+            return
+        tuned_from = f"{choice.group.shape.key} {choice.group.dtype.name}"
+        note = f"{choice.match}, tuned at {tuned_from}"
+        config = choice.candidate.config
+        self.kernel(shape, dtype, TUNED_PEER, TUNED, config, note, match=choice.match, tuned_from=tuned_from)
+
+    # --- PyTorch peers ---
+    def check_tensor(self, shape: Shape, dtype: DType, call: Callable[[], Any]) -> Any:
+        """Fresh random dout; the allocator's free memory of dinp's size poisoned with NaN (the
+        call allocates its output there); one call; every element of its result compared with
+        the reference. Returns the Validation, or a message when the result is not a dinp."""
+        from tuner.gpu.torch_peers import TORCH_DTYPES
+        from variants.reference import random_input, validate_output
+
+        torch, xp = self.torch, self.device.xp
+        tdtype = TORCH_DTYPES[dtype.name]
+        dout, _ = self.session.buffers(shape, dtype)
+        dout[...] = random_input(shape, dtype, xp)
+        if self.device.torch_device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        poison = torch.full((shape.dinp_numel,), float("nan"), dtype=tdtype, device=self.device.torch_device)
+        del poison
+        out = call()
+        if self.device.torch_device == "cuda":
+            torch.cuda.synchronize()
+        expected = (shape.B, shape.T, shape.heads_in, shape.HD)
+        if tuple(out.shape) != expected or out.dtype != tdtype:
+            return f"returned {tuple(out.shape)} {out.dtype}, expected {expected} {tdtype}"
+        return validate_output(self.device.to_storage(out, dtype), dout, shape, dtype, xp)
+
+    def tensor_peer(
+        self, shape: Shape, dtype: DType, peer: str, kind: str, name: str, compile_mode: str | None = None
+    ) -> None:
+        """A PyTorch formulation returning dinp: compiled on its first call (if compile_mode),
+        then validated on fresh input, then timed."""
+        from tuner.gpu import torch_peers
+
+        dout, _ = self.session.buffers(shape, dtype)
+        source = self.device.to_torch(dout, dtype)
+        dims = (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
+        fn = torch_peers.FORMULATIONS[name]
+        extra: dict[str, Any] = {"config": f"mode={compile_mode}" if compile_mode else ""}
+        try:
+            if compile_mode is not None:
+                fn = torch_peers.compile_formulation(fn, compile_mode, backend=self.compile_backend)
+            compiled = fn
+
+            def call() -> Any:
+                return compiled(source, *dims)
+
+            if compile_mode is not None:
+                first = torch_peers.first_call(call)
+                what = "compile default" if compile_mode == "default" else "compile max-autotune"
+                self.budget.record(what, first.seconds)
+                extra.update(compile_s=first.seconds, graphs=first.graphs, kernels=first.kernels)
+            check = self.check_tensor(shape, dtype, call)
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            if is_sticky(message):
+                raise
+            status = "compile_error" if compile_mode is not None else "error"
+            self.add(make_row(shape, dtype, peer, kind, status=status, message=message[:2000], **extra))
+            return
+        if isinstance(check, str) or not check.ok:
+            message = check if isinstance(check, str) else check.summary()
+            self.add(make_row(shape, dtype, peer, kind, status="wrong_result", message=message, **extra))
+            return
+        graphs = torch_peers.graphs_compiled()
+        timing = self.timed(call)
+        notes = []
+        if compile_mode is not None and extra.get("graphs") != 1:
+            notes.append(f"first call compiled {extra.get('graphs')} graphs")
+        if torch_peers.graphs_compiled() != graphs:
+            notes.append(f"{torch_peers.graphs_compiled() - graphs} recompiles while timed")
+        self.timing_row(shape, dtype, peer, kind, timing, message="; ".join(notes), **extra)
+
+    # --- the Triton peer ---
+    def triton(self, shape: Shape, dtype: DType) -> None:
+        """Autotuned on its first call (every config compiled and timed by Triton), then run
+        once more through the session's check (fresh input, dinp poisoned), then timed."""
+        try:
+            from tuner.gpu import triton_peer
+        except ImportError as exc:
+            self.add(make_row(shape, dtype, TRITON_PEER, TRITON, status="unavailable", message=str(exc)))
+            return
+        dout, dinp = self.session.buffers(shape, dtype)
+        source, target = self.device.to_torch(dout, dtype), self.device.to_torch(dinp, dtype)
+        dims = (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
+
+        def launch() -> None:
+            triton_peer.repkv_backward_triton(source, target, *dims)
+
+        config, seconds = "", float("nan")
+        try:
+            started = self.now()
+            launch()
+            if self.device.torch_device == "cuda":
+                self.torch.cuda.synchronize()
+            seconds = self.now() - started
+            self.budget.record("triton", seconds)
+            config = triton_peer.chosen_config()
+            validation = self.session.run_checked(shape, dtype, launch)
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            if is_sticky(message):
+                raise
+            row = make_row(shape, dtype, TRITON_PEER, TRITON, status="compile_error", message=message[:2000])
+            self.add({**row, "compile_s": seconds})
+            return
+        if not validation.ok:
+            message = validation.summary()
+            row = make_row(
+                shape, dtype, TRITON_PEER, TRITON, status="wrong_result", message=message, config=config
+            )
+            self.add({**row, "compile_s": seconds})
+            return
+        self.timing_row(
+            shape, dtype, TRITON_PEER, TRITON, self.timed(launch), config=config, compile_s=seconds
+        )
+
+    def skipped(self, shape: Shape, dtype: DType, peer: str, kind: str, what: str) -> None:
+        message = (
+            f"time budget: {self.now() - self.start:.0f}s spent of --budget-s {self.plan.budget_s:.0f}; "
+            f"{what} expected to take {self.budget.expected(what):.1f}s"
+        )
+        self.add(make_row(shape, dtype, peer, kind, status=STATUS_SKIPPED, message=message))
+
+    # --- the passes ---
+    def first_pass(self, shape: Shape, dtype: DType) -> None:
+        """Everything but max-autotune for one shape and dtype."""
+        groups = self.plan.groups
+        self.copy(shape, dtype)
+        self.empty(shape, dtype)
+        self.tuned(shape, dtype)
+        if "llmc" in groups:
+            for block in BLOCK_SIZES:
+                self.kernel(shape, dtype, llmc_peer(block), LLMC, Config.of("naive", block=block))
+        if "eager" in groups:
+            for name in self.plan.eager:
+                self.tensor_peer(shape, dtype, eager_peer(name), EAGER, name)
+        if "triton" in groups:
+            if self.budget.allows("triton", self.now()):
+                self.triton(shape, dtype)
+            else:
+                self.skipped(shape, dtype, TRITON_PEER, TRITON, "triton")
+        if "compile" in groups:
+            for name in self.plan.compiled:
+                peer = compile_peer("default", name)
+                if self.budget.allows("compile default", self.now()):
+                    self.tensor_peer(shape, dtype, peer, COMPILED, name, compile_mode="default")
+                else:
+                    self.skipped(shape, dtype, peer, COMPILED, "compile default")
+        self.release()
+
+    def release(self) -> None:
+        self.session.release()
+        if self.device.torch_device == "cuda":
+            self.torch.cuda.empty_cache()
+
+    def closeness(self, shape: Shape, dtype: DType) -> float:
+        """The fastest peer measured so far over the tuned kernel (lower: a closer race)."""
+        rows = [r for r in self.rows if r["shape"] == shape.key and r["dtype"] == dtype.name]
+        ok = [r for r in rows if r["status"] == STATUS_OK]
+        tuned = [r["time_ms"] for r in ok if r["peer"] == TUNED_PEER]
+        peers = [r["time_ms"] for r in ok if r["kind"] in PEER_KINDS]
+        if not tuned or not peers:
+            return float("inf")
+        return min(peers) / tuned[0]
+
+    def second_pass(self) -> None:
+        """max-autotune: each formulation in turn, the closest races first, while the budget
+        lasts (the others get rows with status 'skipped')."""
+        order = sorted(self.plan.pairs, key=lambda pair: self.closeness(*pair))
+        for name in self.plan.max_autotune:
+            peer = compile_peer(MAX_AUTOTUNE_MODE, name)
+            for i, (shape, dtype) in enumerate(order, 1):
+                if not self.budget.allows("compile max-autotune", self.now()):
+                    self.skipped(shape, dtype, peer, COMPILED, "compile max-autotune")
+                    continue
+                self.say(f"{peer} {i}/{len(order)}: {shape.key} {dtype.name}")
+                self.tensor_peer(shape, dtype, peer, COMPILED, name, compile_mode=MAX_AUTOTUNE_MODE)
+                self.release()
+            self.write()
+
+    def pair_line(self, shape: Shape, dtype: DType) -> str:
+        rows = [r for r in self.rows if r["shape"] == shape.key and r["dtype"] == dtype.name]
+        ok = [r for r in rows if r["status"] == STATUS_OK]
+        copy = next((r["time_ms"] for r in ok if r["peer"] == COPY_PEER), float("nan"))
+        tuned = next((r["time_ms"] for r in ok if r["peer"] == TUNED_PEER), float("nan"))
+        peers = [r for r in ok if r["kind"] in PEER_KINDS]
+        text = f"tuned {tuned:.4f} ms = {tuned / copy:.3f}x copy"
+        if peers:
+            best = min(peers, key=lambda r: r["time_ms"])
+            ratio = best["time_ms"] / tuned
+            text += f"; fastest peer {best['peer']} {best['time_ms']:.4f} ms ({ratio:.2f}x tuned)"
+        return text
+
+    def run(self) -> int:
+        """Both passes; returns 1 if the device was lost on the way (rows so far are kept)."""
+        pairs = self.plan.pairs
+        status = 0
+        try:
+            for i, (shape, dtype) in enumerate(pairs, 1):
+                mb = shape.bytes_moved(dtype) / 1e6
+                self.say(f"pair {i}/{len(pairs)}: {shape.key} {dtype.name} ({mb:.1f} MB)")
+                self.first_pass(shape, dtype)
+                self.write()
+                self.say(f"pair {i}/{len(pairs)} done: {self.pair_line(shape, dtype)}")
+            if self.plan.max_autotune_peers():
+                self.say("max-autotune pass, closest races first")
+                self.second_pass()
+        except Exception as exc:  # the CUDA context is lost (or worse): report what was measured
+            self.say(f"stopped: {type(exc).__name__}: {str(exc)[:2000]}")
+            status = 1
+        self.write()
+        return status
+
+
+def compile_report(frame: pd.DataFrame) -> str:
+    """First calls per kind of peer: count, seconds (mean, max, total), graphs, kernels; rows
+    by status."""
+    lines = []
+    compiled = frame[frame["compile_s"].notna()]
+    for peer_kind, group in compiled.groupby(compiled["peer"].str.replace(r":.*", "", regex=True)):
+        seconds = group["compile_s"]
+        line = (
+            f"  {peer_kind}: {len(group)} first calls, {seconds.mean():.1f}s mean, "
+            f"{seconds.max():.1f}s max, {seconds.sum():.0f}s total"
+        )
+        graphs = group["graphs"][group["graphs"] >= 0]
+        if len(graphs):
+            line += f", graphs per compile {sorted(set(graphs.astype(int)))}"
+        kernels = group["kernels"][group["kernels"] >= 0]
+        if len(kernels):
+            line += f", Inductor kernels per compile {sorted(set(kernels.astype(int)))}"
+        lines.append(line)
+    counts = frame["status"].value_counts().to_dict()
+    lines.append("  rows by status: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return "\n".join(lines)
+
+
+def report(bench: PeerBench) -> str:
+    """What the run prints at its end: compiles, failures, then the tables (last)."""
+    frame = bench.frame()
+    lines = ["", "compiles:", compile_report(frame)]
+    failed = frame[~frame["status"].isin([STATUS_OK, STATUS_SKIPPED])]
+    for _, r in failed.iterrows():
+        lines.append(f"  failed: {r['shape']} {r['dtype']} {r['peer']}: {r['status']}: {r['message'][:300]}")
+    lines += ["", render(summary(frame))]
+    return "\n".join(lines)
+
+
+# --- on the GPU ---------------------------------------------------------------------------------
+
+# An empty kernel (the fixed cost of one launch) and a wait on the GPU's global timer, issued
+# after each L2 flush so that the CPU has queued the timed call before the GPU reaches it.
+AUX_SOURCE = r"""
+extern "C" __global__ void empty_kernel() {}
+
+extern "C" __global__ void hold_ns(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+"""
+
+
+def _version(module: str) -> str:
+    try:
+        return __import__(module).__version__
+    except Exception:
+        return ""
+
+
+def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
+    """The session on GPU 0, its flush followed by the hold, torch on the same stream."""
+    import cupy as cp
+    import numpy as np
+    import torch
+
+    from tuner.gpu.peers import as_storage, as_torch
+    from tuner.gpu.session import DeviceSession
+    from tuner.gpu.timing import time_device_copy, time_launches
+    from tuner.gpus import default_label
+
+    session = DeviceSession(reps=plan.reps)
+    torch.cuda.set_device(session.device.id)
+    module = cp.RawModule(code=AUX_SOURCE)
+    empty_kernel = module.get_function("empty_kernel")
+    hold = module.get_function("hold_ns")
+    hold_ns = np.uint64(int(plan.hold_us * 1000))
+    flush_l2 = session.flush
+
+    def flush() -> None:
+        flush_l2()
+        if hold_ns:
+            hold((1,), (1,), (hold_ns,))
+
+    # Every timed call, the session's own (its kernels) included, goes through this flush.
+    session.flush = flush
+    cupy_stream = cp.cuda.get_current_stream().ptr
+    if torch.cuda.current_stream().cuda_stream != cupy_stream:
+        torch.cuda.set_stream(torch.cuda.ExternalStream(cupy_stream))
+    identity = session.identity
+    label = args.gpu or default_label(identity.name)
+    meta = {
+        "gpu": identity.name,
+        "gpu_label": label,
+        "run_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "torch_version": torch.__version__,
+        "triton_version": _version("triton"),
+        "cupy_version": cp.__version__,
+        "cuda_version": identity.cuda_version,
+        "driver_version": identity.driver_version,
+        "hold_us": plan.hold_us,
+    }
+    return Device(
+        session=session,
+        xp=cp,
+        time_calls=time_launches,
+        time_copy=time_device_copy,
+        empty_launch=lambda: empty_kernel((1,), (1,), ()),
+        to_torch=as_torch,
+        to_storage=as_storage,
+        torch_device="cuda",
+        name=identity.name,
+        label=label,
+        meta=meta,
+    )
+
+
+def tuned_choices(results: Path | None, label: str, pairs: list[tuple[Shape, DType]], say) -> dict:
+    """(shape, dtype name) -> what the selection serves this GPU label from its own results
+    (exact, else nearest; None where nothing can serve). `results`: the directory read before
+    the bundled store (default: the user's results directory)."""
+    from results.index import build_index
+    from results.selection import select
+    from results.store import load_results, read_dirs
+
+    dirs = read_dirs(results)
+    index = build_index(load_results(dirs)[0])
+    if label not in index.available_gpus():
+        labels = ", ".join(index.available_gpus()) or "none"
+        where = ", ".join(str(d) for d in dirs)
+        say(f"no results for GPU label {label!r} in {where} (labels there: {labels}); pass --gpu")
+    return {(shape, dtype.name): select(index, label, shape, dtype) for shape, dtype in pairs}
+
+
+def prepare_kernels(
+    session: Any, pairs: list[tuple[Shape, DType]], choices: dict, llmc: bool
+) -> tuple[int, int]:
+    """Compile every CUDA kernel of the run ahead, in parallel threads: (kernels, failures)."""
+    work = []
+    for shape, dtype in pairs:
+        configs = [Config.of("naive", block=b) for b in BLOCK_SIZES] if llmc else []
+        choice = choices.get((shape, dtype.name))
+        if choice is not None:
+            configs.append(choice.candidate.config)
+        for config in configs:
+            family = session.families[config.family]
+            if family.rejection(shape, dtype, config) is None:
+                work.append((family, family.name_expression(shape, dtype, config)))
+    return len(set(work)), session.kernels.prepare(work)
+
+
+def run(args: argparse.Namespace, plan: Plan) -> int:
+    start = time.perf_counter()
+    device = gpu_device(args, plan)
+    peak = args.peak_gbps or PEAK_GBPS.get(device.label)
+    meta = device.meta
+    versions = ", ".join(
+        f"{k.removesuffix('_version')} {v or 'absent'}" for k, v in meta.items() if "version" in k
+    )
+    log(
+        start,
+        f"{device.name} (label {device.label}); {versions}; peak {peak or 'unknown'} GB/s; "
+        f"hold {plan.hold_us:.0f} us; out {args.out or '(none)'}",
+    )
+    from tuner.gpu import torch_peers
+
+    torch_peers.configure_dynamo()
+    choices = tuned_choices(args.results, device.label, plan.pairs, lambda text: log(start, text))
+    kernels, failed = prepare_kernels(device.session, plan.pairs, choices, "llmc" in plan.groups)
+    log(start, f"compiled {kernels} CUDA kernels ahead ({failed} failed)")
+    bench = PeerBench(plan, device, start, choices=choices, peak_gbps=peak, out=args.out)
+    status = bench.run()
+    if not bench.rows:
+        return status or 1
+    print(report(bench), flush=True)
+    log(start, f"done; {len(bench.rows)} rows in {args.out}" if args.out else "done")
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpu", required=True, help="label of the GPU's results, e.g. h200")
-    parser.add_argument("--results", type=Path, default=ROOT / "results" / "data")
-    parser.add_argument("--shape", action="append", type=Shape.parse, help="default: every tuned shape")
-    parser.add_argument("--dtype", default="fp32,bf16,fp16")
-    parser.add_argument("--reps", type=int, default=100)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-
-    import cupy as cp
-
-    from tuner.gpu.peers import as_storage, torch_peers
-    from tuner.gpu.session import DeviceSession
-    from tuner.gpu.timing import time_launches
-    from variants.reference import validate_output
-
-    frame, _ = load_results(args.results)
-    best = winners(frame[frame["gpu"] == args.gpu]) if not frame.empty else frame
-    dtypes = [get_dtype(d) for d in args.dtype.split(",")]
-    # (shape, dtype) -> the winning configuration recorded for this GPU
-    tuned = {
-        (Shape(*(int(r[k]) for k in SHAPE_COLUMNS)), r["dtype"]): Config(
-            r["family"], tuple(sorted(json.loads(r["params"]).items()))
-        )
-        for _, r in best.iterrows()
-    }
-    shapes = args.shape or sorted({shape for shape, _ in tuned})
-    session = DeviceSession(reps=args.reps)
-    rows = []
-    for shape in shapes:
-        for dtype in dtypes:
-            copy_ms = session.copy_ms(shape, dtype)
-            row = {
-                "shape": shape.key,
-                "dtype": dtype.name,
-                "MB": shape.bytes_moved(dtype) / 1e6,
-                "copy_ms": copy_ms,
-            }
-            kernels = {"llm.c": BASELINE}
-            if (shape, dtype.name) in tuned:
-                kernels["tuned"] = tuned[(shape, dtype.name)]
-                row["tuned_config"] = kernels["tuned"].key
-            for name, config in kernels.items():
-                result = session.measure(shape, dtype, config)
-                row[f"{name}_ms"] = result.time_ms if result.ok else float("nan")
-                if not result.ok:
-                    print(f"{shape} {dtype.name} {name}: {result.status}: {result.message[:200]}")
-            dout, _ = session.buffers(shape, dtype)
-            for name, call in torch_peers(shape, dtype, dout).items():
-                check = validate_output(as_storage(call(), dtype), dout, shape, dtype, cp)
-                if not check.ok:
-                    print(f"{shape} {dtype.name} {name}: wrong result: {check.summary()}")
-                    row[f"{name}_ms"] = float("nan")
-                    continue
-                row[f"{name}_ms"] = time_launches(call, session.flush, reps=args.reps).median_ms
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    table = pd.DataFrame(rows)
-    for peer in ("llm.c", "torch_eager", "torch_compile"):
-        if "tuned_ms" in table:
-            table[f"x_{peer}"] = table[f"{peer}_ms"] / table["tuned_ms"]
-    if "tuned_ms" in table:
-        table["x_copy"] = table["tuned_ms"] / table["copy_ms"]
-    table.insert(0, "gpu", session.identity.name)
-    if args.out:
-        table.to_parquet(args.out)
-    print(table.drop(columns=["tuned_config"], errors="ignore").to_markdown(index=False, floatfmt=".4g"))
-    return 0
+    try:
+        args = parse_args(argv)
+    except UsageError as exc:
+        print(f"bench_kernels.py: {exc}", file=sys.stderr)
+        return 2
+    plan = make_plan(args)
+    print(describe(plan, estimate(plan), Costs()), flush=True)
+    if args.estimate:
+        return 0
+    return run(args, plan)
 
 
 if __name__ == "__main__":

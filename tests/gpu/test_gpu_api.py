@@ -35,11 +35,11 @@ def test_cupy_arrays(repkv, shape: Shape, dtype: str) -> None:
 
 def test_torch_bf16_tensor(repkv) -> None:
     torch = pytest.importorskip("torch")
-    from tuner.gpu.peers import torch_repkv_backward
+    from tuner.gpu.torch_peers import fp32_sum_cat
 
     shape = Shape(4, 100, 28, 4, 128)
     dout = torch.randn(shape.B, shape.T, 3, shape.NH, shape.HD, device="cuda", dtype=torch.bfloat16)
     dinp = repkv(dout, *shape.as_dict().values())
     assert dinp.dtype == torch.bfloat16 and dinp.shape == (shape.B, shape.T, shape.heads_in, shape.HD)
-    expected = torch_repkv_backward(dout, *shape.as_dict().values())
+    expected = fp32_sum_cat(dout, *shape.as_dict().values())
     torch.testing.assert_close(dinp.float(), expected.float(), rtol=2**-7, atol=1e-5)
