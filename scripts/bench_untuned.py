@@ -12,6 +12,10 @@ The raced configuration is the shortlist's fastest in step 3. Prints a table of 
 to the tuned winner; `--out DIR` writes untuned.parquet and the tuner's rows.
 
     python scripts/bench_untuned.py --gpu h200 --out DIR
+
+The H200 run of 2026-11-30 (results/benchmarks/h200_untuned.*) added its 40-trial tunings
+to the bundled store (results/data/h200/20261130T122045-vm-1901.parquet), so these shapes
+are tuned now: pass other shapes (--shape) to repeat the experiment.
 """
 
 from __future__ import annotations
@@ -56,10 +60,10 @@ def main() -> int:
     parser.add_argument("--gpu", default="h200")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--trials", type=int, default=40)
-    parser.add_argument("--shapes", type=int, default=len(SHAPES), help="the first N shapes")
+    parser.add_argument("--shape", action="append", help="B=..,T=..,NH=..,NH_KV=..,HD=.. (default: SHAPES)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    shapes = [Shape.parse(s) for s in SHAPES[: args.shapes]]
+    shapes = [Shape.parse(s) for s in args.shape or SHAPES]
     index = build_index(load_results(bundled_results_dir())[0])
 
     plans = {}
