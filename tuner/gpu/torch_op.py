@@ -288,7 +288,7 @@ def _eager_backward(dout: torch.Tensor, NH_KV: int, out: torch.Tensor | None) ->
     device = dout.get_device()
     launcher, shape = _plan(dout, NH_KV, device)
     if out is None:
-        out = torch.empty(shape, dtype=dout.dtype, device=dout.device)
+        out = dout.new_empty(shape)
     else:
         _check_out(out, dout, shape)
     _launch(launcher, out, dout, device)
