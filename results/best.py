@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from results.schema import GROUP_COLUMNS, STATUS_OK
+from results.schema import GROUP_COLUMNS, Status
 from variants import BASELINE
 
 # llm.c's configuration (naive, block 128) as it appears in a trial row
@@ -16,7 +16,7 @@ BASELINE_PARAMS = json.dumps(BASELINE.values, sort_keys=True)
 
 
 def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[(frame["status"] == STATUS_OK) & frame["time_ms"].notna()]
+    return frame[(frame["status"] == Status.OK) & frame["time_ms"].notna()]
 
 
 def baseline_rows(frame: pd.DataFrame) -> pd.DataFrame:

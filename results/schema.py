@@ -3,21 +3,41 @@ meaning; `results.store.upgrade` turns older tables into this one."""
 
 from __future__ import annotations
 
+from enum import Enum
+
 import pyarrow as pa
 
 SCHEMA_VERSION = 1
 
-# What a trial ended as. Everything but "ok" carries an infinite time.
-STATUS_OK = "ok"
-STATUSES = (
-    "ok",
-    "invalid",  # the family's constraints reject the shape (never compiled)
-    "compile_error",
-    "launch_error",  # e.g. too many resources requested for launch
-    "wrong_result",
-    "timeout",  # the kernel hung; the worker was killed and restarted
-    "crash",  # illegal address or the worker died; the worker was restarted
-)
+
+class Status(str, Enum):
+    """What a trial ended as: one closed set for the tuner, the results store and the service.
+
+    A member is a `str` equal to its value (`Status.OK == "ok"`), so it compares directly with
+    the plain strings of the parquet column, which stays a string. Everything but `OK` carries
+    an infinite time. The last two never reach a row: they mark a trial of the study that
+    measured nothing, for the workers sharing it.
+    """
+
+    OK = "ok"
+    INVALID = "invalid"  # the family's constraints reject the shape (never compiled)
+    COMPILE_ERROR = "compile_error"
+    LAUNCH_ERROR = "launch_error"  # e.g. too many resources requested for launch
+    WRONG_RESULT = "wrong_result"
+    TIMEOUT = "timeout"  # the kernel hung; the worker was killed and restarted
+    CRASH = "crash"  # illegal address or the worker died; the worker was restarted
+    # study-internal, never in a row:
+    MISSING = "missing"  # a replayed recording lacks the configuration
+    DUPLICATE = "duplicate"  # another live trial claims the configuration
+
+    def __str__(self) -> str:  # "ok", not "Status.OK", on every Python version
+        return self.value
+
+
+# The statuses a trial row may hold.
+STATUSES = tuple(s for s in Status if s not in (Status.MISSING, Status.DUPLICATE))
+# The failures a measurement may end in (a row with infinite time).
+FAILURES = tuple(s for s in STATUSES if s not in (Status.OK, Status.INVALID))
 
 SHAPE_COLUMNS = ("B", "T", "NH", "NH_KV", "HD")
 # The columns that identify one measured answer: what changes the kernel's time.

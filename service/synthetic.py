@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 import variants
+from results.schema import FAILURES, Status
 from results.store import write_table
 from variants import Config, DType, Shape
 
@@ -32,7 +33,6 @@ GPUS: dict[str, tuple[str, float, int]] = {
 }
 FAMILY_EFFICIENCY = {"naive": 0.16, "gather": 0.32, "vec": 0.80, "warp_per_head": 0.78, "split": 0.90}
 VEC_EFFICIENCY = {4: 0.72, 8: 0.9, 16: 1.0}
-FAILURES = ("compile_error", "launch_error", "wrong_result", "timeout", "crash")
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
@@ -93,16 +93,16 @@ def synthetic_rows(
         family = variants.get_family(config.family)
         time_ms, copy_ms = model_time(gpu, shape, dtype, config, rng)
         reason = family.rejection(shape, dtype, config)
-        status, message, name_expression, grid, block = "ok", "", None, None, block_of(config)
+        status, message, name_expression, grid, block = Status.OK, "", None, None, block_of(config)
         if reason:
-            status, message = "invalid", reason
+            status, message = Status.INVALID, reason
         elif rng.random() < failure_rate:
             status, message = rng.choice(FAILURES), "synthetic failure"
-        if status != "invalid":
+        if status != Status.INVALID:
             name_expression = family.name_expression(shape, dtype, config)
             launch = family.geometry(shape, dtype, config, sm_count)
             grid, block = launch.grid, launch.block
-        ok = status == "ok"
+        ok = status == Status.OK
         bytes_moved = shape.bytes_moved(dtype)
         rows.append(
             {
@@ -123,7 +123,7 @@ def synthetic_rows(
                 "source_hash": family.source_hash,
                 "grid": grid,
                 "block": block,
-                "status": status,
+                "status": status.value,
                 "message": message,
                 "time_ms": time_ms if ok else math.inf,
                 "p20_ms": time_ms * 0.99 if ok else math.inf,

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import variants
+from results.schema import Status
 
 S1 = variants.Shape(8, 1024, 32, 8, 128)
 S2 = variants.Shape(1, 1024, 32, 8, 128)
@@ -28,7 +29,7 @@ def trial(
     family: str,
     params: dict[str, Any],
     time_ms: float,
-    status: str = "ok",
+    status: Status = Status.OK,
     number: int = 0,
     **extra: Any,
 ) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def trial(
     config = variants.Config.of(family, **params)
     dt = variants.get_dtype(dtype)
     launch = fam.geometry(shape, dt, config, 132) if fam.rejection(shape, dt, config) is None else None
-    ok = status == "ok"
+    ok = status == Status.OK
     copy_ms = shape.bytes_moved(dt) / 3e9
     row = {
         "gpu": gpu,
@@ -53,7 +54,7 @@ def trial(
         "source_hash": fam.source_hash,
         "grid": launch.grid if launch else None,
         "block": launch.block if launch else None,
-        "status": status,
+        "status": Status(status).value,
         "time_ms": time_ms if ok else math.inf,
         "p20_ms": time_ms * 0.99 if ok else None,
         "p80_ms": time_ms * 1.01 if ok else None,
@@ -76,8 +77,8 @@ def h100_rows() -> list[dict[str, Any]]:
         trial("h100", S1, "bf16", "naive", NAIVE128, 0.70, number=0),
         trial("h100", S1, "bf16", "vec", VEC16, 0.10, number=1),
         trial("h100", S1, "bf16", "split", SPLIT16, 0.09, number=2),
-        trial("h100", S1, "bf16", "gather", GATHER, 0.001, status="wrong_result", number=3),
-        trial("h100", S1, "bf16", "warp_per_head", WPH, 0.0, status="crash", number=4),
+        trial("h100", S1, "bf16", "gather", GATHER, 0.001, status=Status.WRONG_RESULT, number=3),
+        trial("h100", S1, "bf16", "warp_per_head", WPH, 0.0, status=Status.CRASH, number=4),
         trial("h100", S2, "bf16", "naive", NAIVE128, 0.20, number=0),
         trial("h100", S2, "bf16", "gather", GATHER, 0.05, number=1),
         trial("h100", S1, "fp32", "vec", VEC16, 0.18, number=0),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from results.schema import Status
 from tuner.runner import GpuIdentity, Measurement
 from variants import Config, DType, Shape
 
@@ -23,7 +24,7 @@ def guarded(bench: Bench, shape: Shape, dtype: DType, config: Config) -> Measure
     try:
         return bench(shape, dtype, config)
     except Exception as exc:
-        return Measurement.failed("crash", f"{type(exc).__name__}: {exc}")
+        return Measurement.failed(Status.CRASH, f"{type(exc).__name__}: {exc}")
 
 
 class BenchRunner:

@@ -3,7 +3,7 @@ simulation mode does).
 
 A configuration is answered with what was measured for it on that GPU label, shape and
 dtype; the copy time is the recorded same-run copy. A configuration the recording lacks is
-answered with status "missing": the study does not write it, counts it and reports it at
+answered with status MISSING: the study does not write it, counts it and reports it at
 the end. Nothing is ever invented.
 """
 
@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from results.schema import SHAPE_COLUMNS, STATUS_OK
+from results.schema import SHAPE_COLUMNS, Status
 from results.store import load_results
 from tuner.runner import GpuIdentity, Measurement
 from variants import Config, DType, Shape
-
-STATUS_MISSING = "missing"
 
 GroupKey = tuple[str, str]  # (shape key, dtype)
 
@@ -112,7 +110,7 @@ class ReplayRunner:
         answer = self._answers.get((shape.key, dtype.name, config.key))
         if answer is None:
             self.missing[(shape.key, dtype.name)] += 1
-            return Measurement.failed(STATUS_MISSING, f"{config.key} is not in the recording")
+            return Measurement.failed(Status.MISSING, f"{config.key} is not in the recording")
         return answer
 
     def close(self) -> None:
@@ -122,11 +120,11 @@ class ReplayRunner:
 def _answer(measured: pd.DataFrame) -> Measurement:
     """The recorded answer for one configuration: the median of its ok measurements, or its
     latest failure when it never ran correctly."""
-    ok = measured[measured["status"] == STATUS_OK]
+    ok = measured[measured["status"] == Status.OK]
     if not ok.empty:
         median = ok.sort_values("time_ms").iloc[(len(ok) - 1) // 2]
         return Measurement(
-            status=STATUS_OK,
+            status=Status.OK,
             message=str(median["message"] or ""),
             time_ms=float(median["time_ms"]),
             p20_ms=float(median["p20_ms"]) if pd.notna(median["p20_ms"]) else math.nan,
@@ -134,4 +132,4 @@ def _answer(measured: pd.DataFrame) -> Measurement:
             reps=int(median["reps"]) if pd.notna(median["reps"]) else 0,
         )
     last = measured.sort_values("timestamp").iloc[-1]
-    return Measurement.failed(str(last["status"]), str(last["message"] or ""))
+    return Measurement.failed(Status(last["status"]), str(last["message"] or ""))

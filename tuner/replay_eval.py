@@ -19,7 +19,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
-from results.schema import STATUS_OK
+from results.schema import Status
 from results.store import load_results
 from tuner.replay import ReplayRunner
 from tuner.study import StudyLoop, StudyPlan
@@ -47,7 +47,7 @@ def trials_to_target(measured: list[tuple[str, float]], target: float) -> float:
 def optimum(runner: ReplayRunner, shape: Shape, dtype: str) -> float:
     """The recording's best objective value: time over copy of the fastest ok config."""
     answers = runner.recorded(shape, DTYPES[dtype])
-    best = min((m.time_ms for m in answers.values() if m.status == STATUS_OK), default=math.inf)
+    best = min((m.time_ms for m in answers.values() if m.status == Status.OK), default=math.inf)
     return best / runner.copy_time(shape, DTYPES[dtype])
 
 

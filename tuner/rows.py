@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from results.schema import SCHEMA_VERSION, STATUS_OK
+from results.schema import SCHEMA_VERSION, Status
 from results.store import write_table
 from tuner import __version__
 from tuner.runner import GpuIdentity, Measurement
@@ -46,7 +46,7 @@ def new_run_id(now: float | None = None) -> str:
 def objective_value(row: Mapping[str, Any]) -> float:
     """What the study minimizes: time over the same-run copy (inf for every failure)."""
     ratio = row.get("ratio_to_copy")
-    if row.get("status") != STATUS_OK or ratio is None or not math.isfinite(ratio):
+    if row.get("status") != Status.OK or ratio is None or not math.isfinite(ratio):
         return math.inf
     return float(ratio)
 
@@ -64,7 +64,7 @@ def trial_row(
     """One trial as a row of TRIAL_SCHEMA."""
     family = get_family(config.family, dict(families) if families is not None else None)
     launch = family.geometry(shape, dtype, config, identity.sm_count)
-    ok = measurement.status == STATUS_OK and math.isfinite(measurement.time_ms)
+    ok = measurement.status == Status.OK and math.isfinite(measurement.time_ms)
     time_ms = measurement.time_ms if ok else math.inf
     moved = shape.bytes_moved(dtype)
     return {
@@ -86,7 +86,7 @@ def trial_row(
         "source_hash": family.source_hash,
         "grid": launch.grid,
         "block": launch.block,
-        "status": measurement.status,
+        "status": measurement.status.value,  # a plain string in the row
         "message": measurement.message,
         "time_ms": time_ms,
         "p20_ms": measurement.p20_ms if ok else math.inf,

@@ -11,6 +11,7 @@ import socket
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
+from results.schema import Status
 from variants import Config, DType, Shape
 
 
@@ -30,21 +31,25 @@ class GpuIdentity:
 
 @dataclass(frozen=True)
 class Measurement:
-    """The outcome of one trial. Every status but "ok" has an infinite time."""
+    """The outcome of one trial. Every status but OK has an infinite time. A status given as
+    a string becomes its Status (an unknown one raises ValueError)."""
 
-    status: str
+    status: Status
     message: str = ""
     time_ms: float = math.inf
     p20_ms: float = math.inf
     p80_ms: float = math.inf
     reps: int = 0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == Status.OK
 
     @classmethod
-    def failed(cls, status: str, message: str) -> Measurement:
+    def failed(cls, status: Status, message: str) -> Measurement:
         return cls(status=status, message=message[:2000])
 
 

@@ -36,9 +36,8 @@ import pandas as pd
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from results.schema import SHAPE_COLUMNS, STATUS_OK
+from results.schema import SHAPE_COLUMNS, Status
 from tuner.bench import guarded
-from tuner.replay import STATUS_MISSING
 from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runner import Measurement, Runner
 from tuner.samplers import make_sampler
@@ -53,8 +52,6 @@ ATTR_STATUS = "status"
 ATTR_TIME = "time_ms"
 ATTR_COPY = "copy_ms"
 ATTR_SOURCE = "answered_from"  # "store" or "study" when nothing was measured
-STATUS_INVALID = "invalid"
-STATUS_DUPLICATE = "duplicate"
 # A claim without heartbeat this old belongs to a dead worker (a trial takes seconds).
 STALE_CLAIM_S = 600.0
 # How many trials one process may ask per configuration it still has to measure
@@ -138,7 +135,7 @@ def stored_answers(
     rows = rows[rows["family"].map(hashes) == rows["source_hash"]]
     answers: dict[str, dict[str, Any]] = {}
     for key, group in rows.groupby("config_key", sort=False):
-        ok = group[group["status"] == STATUS_OK].sort_values("time_ms")
+        ok = group[group["status"] == Status.OK].sort_values("time_ms")
         pick = ok.iloc[(len(ok) - 1) // 2] if not ok.empty else group.sort_values("timestamp").iloc[-1]
         answers[str(key)] = pick.to_dict()
     return answers
@@ -151,7 +148,7 @@ def _claims(study: optuna.Study, key: str, me: int) -> tuple[FrozenTrial | None,
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
         if t.number == me or t.user_attrs.get(ATTR_KEY) != key:
             continue
-        if t.state == TrialState.COMPLETE and t.user_attrs.get(ATTR_STATUS) not in (None, STATUS_DUPLICATE):
+        if t.state == TrialState.COMPLETE and t.user_attrs.get(ATTR_STATUS) not in (None, Status.DUPLICATE):
             finished = t
             break
         if t.state == TrialState.RUNNING and (t.datetime_start is None or t.datetime_start > horizon):
@@ -342,7 +339,7 @@ class StudyLoop:
             config = self.space.suggest(trial)
             if config is None:
                 outcome.invalid += 1
-                trial.set_user_attr(ATTR_STATUS, STATUS_INVALID)
+                trial.set_user_attr(ATTR_STATUS, Status.INVALID.value)
                 raise optuna.TrialPruned("no valid configuration has these parameters")
             key = config.key
             trial.set_user_attr(ATTR_KEY, key)
@@ -357,13 +354,13 @@ class StudyLoop:
                 return self._answer(trial, row, "study", outcome)
             if live:
                 outcome.yielded += 1
-                trial.set_user_attr(ATTR_STATUS, STATUS_DUPLICATE)
+                trial.set_user_attr(ATTR_STATUS, Status.DUPLICATE.value)
                 raise optuna.TrialPruned(f"{key} is being measured by another trial")
             measurement = self._measure(config)
-            if measurement.status == STATUS_MISSING:
+            if measurement.status == Status.MISSING:
                 outcome.missing += 1
                 self.unavailable.add(key)
-                trial.set_user_attr(ATTR_STATUS, STATUS_MISSING)
+                trial.set_user_attr(ATTR_STATUS, Status.MISSING.value)
                 raise optuna.TrialPruned(measurement.message)
             info = StudyInfo(
                 gpu=plan.gpu,
@@ -389,7 +386,7 @@ class StudyLoop:
             self.in_study.add(key)
             value = objective_value(row)
             outcome.measured.append((key, value))
-            if row["status"] != STATUS_OK:
+            if row["status"] != Status.OK:
                 outcome.failures[row["status"]] = outcome.failures.get(row["status"], 0) + 1
             self._set_attrs(trial, row)
             return value
@@ -428,12 +425,12 @@ class StudyLoop:
         if config is None or config.key != key:
             config = next(c for c in self.space.configs if c.key == key)
         attrs = trial.user_attrs
-        status = str(attrs.get(ATTR_STATUS, STATUS_OK))
+        status = Status(attrs.get(ATTR_STATUS, Status.OK))
         time_ms = float(attrs.get(ATTR_TIME, math.inf))
         copy_ms = float(attrs.get(ATTR_COPY, math.nan))
         measurement = (
             Measurement(status=status, time_ms=time_ms)
-            if status == STATUS_OK
+            if status == Status.OK
             else (Measurement.failed(status, ""))
         )
         info = StudyInfo(gpu=self.plan.gpu, run_id="", study=self.plan.study_name, trial=trial.number)

@@ -13,7 +13,7 @@ import pandas as pd
 import variants
 from results.best import baseline_rows, winners
 from results.index import StoreIndex, shape_tuple
-from results.schema import GROUP_COLUMNS, SHAPE_COLUMNS, STATUS_OK
+from results.schema import GROUP_COLUMNS, SHAPE_COLUMNS, Status
 from results.selection import rank_groups, select
 from variants import DType, Shape
 
@@ -266,7 +266,7 @@ def shape_trials(frame: pd.DataFrame, gpu: str, shape: Shape, dtype: str) -> pd.
 
 def _ok(trials: pd.DataFrame) -> pd.DataFrame:
     times = pd.to_numeric(trials["time_ms"], errors="coerce")
-    return trials[((trials["status"] == STATUS_OK) & np.isfinite(times)).to_numpy(dtype=bool, na_value=False)]
+    return trials[((trials["status"] == Status.OK) & np.isfinite(times)).to_numpy(dtype=bool, na_value=False)]
 
 
 def heatmap(trials: pd.DataFrame) -> pd.DataFrame:
@@ -307,7 +307,7 @@ def scatter(trials: pd.DataFrame) -> pd.DataFrame:
     ]
     out = trials[columns].copy()
     out["time_ms"] = pd.to_numeric(out["time_ms"], errors="coerce").replace([np.inf, -np.inf], np.nan)
-    out.loc[out["status"] != STATUS_OK, "time_ms"] = np.nan
+    out.loc[out["status"] != Status.OK, "time_ms"] = np.nan
     return out.reset_index(drop=True)
 
 
@@ -316,7 +316,7 @@ def convergence(trials: pd.DataFrame) -> pd.DataFrame:
     first success)."""
     if trials.empty:
         return pd.DataFrame(columns=["series", "measured", "best_so_far_ms"])
-    times = pd.to_numeric(trials["time_ms"], errors="coerce").where(trials["status"] == STATUS_OK, np.inf)
+    times = pd.to_numeric(trials["time_ms"], errors="coerce").where(trials["status"] == Status.OK, np.inf)
     frame = trials[["series", "measured"]].assign(time_ms=times.fillna(np.inf))
     frame = frame.sort_values(["series", "measured"], kind="stable")
     frame["best_so_far_ms"] = frame.groupby("series")["time_ms"].cummin().replace(np.inf, np.nan)

@@ -8,6 +8,7 @@ import math
 import pytest
 from faulty_family import FAULTY
 
+from results.schema import Status
 from variants import BASELINE, DTYPES, FAMILIES, Config, Shape
 
 pytestmark = pytest.mark.gpu
@@ -35,28 +36,30 @@ def test_identity(runner) -> None:
 @pytest.mark.parametrize(
     ("mode", "status", "restarts"),
     [
-        ("ok", "ok", 0),
-        ("compile", "compile_error", 0),
-        ("launch", "launch_error", 0),
-        ("wrong", "wrong_result", 0),
-        ("crash", "crash", 1),
-        ("ok", "ok", 0),
-        ("hang", "timeout", 1),
-        ("ok", "ok", 0),
+        ("ok", Status.OK, 0),
+        ("compile", Status.COMPILE_ERROR, 0),
+        ("launch", Status.LAUNCH_ERROR, 0),
+        ("wrong", Status.WRONG_RESULT, 0),
+        ("crash", Status.CRASH, 1),
+        ("ok", Status.OK, 0),
+        ("hang", Status.TIMEOUT, 1),
+        ("ok", Status.OK, 0),
     ],
 )
-def test_each_fault_is_recorded_and_the_runner_goes_on(runner, mode: str, status: str, restarts: int) -> None:
+def test_each_fault_is_recorded_and_the_runner_goes_on(
+    runner, mode: str, status: Status, restarts: int
+) -> None:
     before = runner.restarts
     result = measure(runner, mode)
     assert result.status == status, result.message
     assert runner.restarts - before == restarts
-    if status == "ok":
+    if status == Status.OK:
         assert 0 < result.time_ms < math.inf and result.p20_ms <= result.time_ms <= result.p80_ms
     else:
         assert result.time_ms == math.inf and result.message
-    if status == "compile_error":
+    if status == Status.COMPILE_ERROR:
         assert "planted compile error" in result.message
-    if status == "wrong_result":
+    if status == Status.WRONG_RESULT:
         assert "expected" in result.message and "dinp[b=" in result.message
 
 
@@ -86,13 +89,13 @@ def test_a_study_over_planted_faults_records_each_and_completes(tmp_path) -> Non
     frame, _ = load_results(tmp_path)
     status = dict(zip(frame["config_key"], frame["status"], strict=True))
     assert status == {
-        **{Config.of("naive", block=b).key: "ok" for b in (32, 64, 128, 256, 512, 1024)},
-        "faulty[mode=ok]": "ok",
-        "faulty[mode=wrong]": "wrong_result",
-        "faulty[mode=hang]": "timeout",
-        "faulty[mode=crash]": "crash",
-        "faulty[mode=launch]": "launch_error",
-        "faulty[mode=compile]": "compile_error",
+        **{Config.of("naive", block=b).key: Status.OK for b in (32, 64, 128, 256, 512, 1024)},
+        "faulty[mode=ok]": Status.OK,
+        "faulty[mode=wrong]": Status.WRONG_RESULT,
+        "faulty[mode=hang]": Status.TIMEOUT,
+        "faulty[mode=crash]": Status.CRASH,
+        "faulty[mode=launch]": Status.LAUNCH_ERROR,
+        "faulty[mode=compile]": Status.COMPILE_ERROR,
     }
-    failed = frame[frame["status"] != "ok"]
+    failed = frame[frame["status"] != Status.OK]
     assert (failed["time_ms"] == math.inf).all() and failed["message"].str.len().gt(0).all()

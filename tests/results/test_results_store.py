@@ -12,7 +12,7 @@ import pytest
 
 from results import store
 from results.best import winners
-from results.schema import COLUMNS
+from results.schema import COLUMNS, Status
 from results.store import TEMP_PREFIX, load_results, to_table, write_table
 
 
@@ -28,7 +28,7 @@ def row(**kw) -> dict:
         "family": "vec",
         "params": json.dumps({"block": 256}, sort_keys=True),
         "config_key": "vec[block=256]",
-        "status": "ok",
+        "status": Status.OK.value,
         "time_ms": 1.0,
         "copy_ms": 1.0,
         "run_id": "r",
@@ -114,7 +114,7 @@ def test_winners_carry_the_speedup_over_llmc_baseline() -> None:
         [
             row(family="naive", params=base, time_ms=7.0),
             row(family="vec", time_ms=1.0),
-            row(family="split", time_ms=float("inf"), status="timeout"),
+            row(family="split", time_ms=float("inf"), status=Status.TIMEOUT),
             row(dtype="fp32", family="vec", time_ms=2.0),
         ]
     )

@@ -9,10 +9,11 @@ import optuna
 import pytest
 import tuner_fakes as F
 
+from results.schema import Status
 from results.store import load_results
 from tuner import replay_eval
 from tuner.cli import main
-from tuner.replay import STATUS_MISSING, NoRecording, ReplayRunner
+from tuner.replay import NoRecording, ReplayRunner
 from variants import BASELINE, DTYPES, FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +36,7 @@ def test_replay_answers_recorded_configs_and_reports_missing_ones(recording: Pat
     answer = runner.measure(F.SMALL, bf16, BASELINE)
     assert answer.ok and answer.time_ms == pytest.approx(F.synthetic_ms(F.SMALL, bf16, BASELINE))
     missing = runner.measure(F.SHAPE, bf16, BASELINE)
-    assert missing.status == STATUS_MISSING
+    assert missing.status == Status.MISSING
     assert sum(runner.missing.values()) == 1
     with pytest.raises(NoRecording, match="copy time"):
         runner.copy_time(F.SMALL, DTYPES["fp32"])

@@ -7,6 +7,7 @@ import optuna
 import pytest
 import tuner_fakes as F
 
+from results.schema import Status
 from results.store import to_table
 from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runner import Measurement
@@ -45,7 +46,7 @@ def _row(measurement: Measurement) -> dict:
 
 
 def test_trial_row_derives_bandwidth_ratio_and_kernel_identity() -> None:
-    row = _row(Measurement("ok", time_ms=1.0, p20_ms=0.9, p80_ms=1.1, reps=20))
+    row = _row(Measurement(Status.OK, time_ms=1.0, p20_ms=0.9, p80_ms=1.1, reps=20))
     moved = F.SHAPE.bytes_moved(DTYPES["bf16"])
     assert row["bytes_moved"] == moved
     assert row["gbps"] == pytest.approx(moved / 1e-3 / 1e9)
@@ -60,15 +61,15 @@ def test_trial_row_derives_bandwidth_ratio_and_kernel_identity() -> None:
 
 
 def test_a_failure_row_has_infinite_time_and_value() -> None:
-    row = _row(Measurement.failed("launch_error", "too many resources requested"))
-    assert row["status"] == "launch_error"
+    row = _row(Measurement.failed(Status.LAUNCH_ERROR, "too many resources requested"))
+    assert row["status"] == Status.LAUNCH_ERROR
     assert math.isinf(row["time_ms"]) and math.isinf(row["ratio_to_copy"]) and row["gbps"] is None
     assert objective_value(row) == math.inf
 
 
 def test_sink_flushes_every_row_and_splits_long_runs_into_parts(tmp_path) -> None:
     sink = ResultsSink(tmp_path, "h200", "run-1", part_rows=3)
-    row = _row(Measurement("ok", time_ms=1.0))
+    row = _row(Measurement(Status.OK, time_ms=1.0))
     for _ in range(7):
         sink.append(dict(row))
     names = sorted(p.name for p in (tmp_path / "h200").iterdir())

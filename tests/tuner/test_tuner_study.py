@@ -7,6 +7,7 @@ import optuna
 import pytest
 import tuner_fakes as F
 
+from results.schema import FAILURES, Status
 from results.store import load_results
 from tuner.bench import BenchRunner
 from tuner.rows import ResultsSink
@@ -39,10 +40,10 @@ def test_baseline_first_then_distinct_configs_up_to_the_budget(tmp_path) -> None
 
 
 FAULTS = {
-    "compile_error": Measurement.failed("compile_error", "error: identifier undefined"),
-    "launch_error": Measurement.failed("launch_error", "too many resources requested for launch"),
-    "wrong_result": Measurement.failed("wrong_result", "max abs error 3.0 at (0,1,2)"),
-    "timeout": Measurement.failed("timeout", "kernel did not finish in 10 s; worker restarted"),
+    Status.COMPILE_ERROR: Measurement.failed(Status.COMPILE_ERROR, "error: identifier undefined"),
+    Status.LAUNCH_ERROR: Measurement.failed(Status.LAUNCH_ERROR, "too many resources requested for launch"),
+    Status.WRONG_RESULT: Measurement.failed(Status.WRONG_RESULT, "max abs error 3.0 at (0,1,2)"),
+    Status.TIMEOUT: Measurement.failed(Status.TIMEOUT, "kernel did not finish in 10 s; worker restarted"),
 }
 
 
@@ -51,10 +52,10 @@ def faulty_bench(shape, dtype, config: Config) -> Measurement:
     if config == BASELINE:
         return F.synthetic_bench(shape, dtype, config)
     planted = {
-        "gather": "compile_error",
-        "vec": "launch_error",
-        "warp_per_head": "wrong_result",
-        "naive": "timeout",
+        "gather": Status.COMPILE_ERROR,
+        "vec": Status.LAUNCH_ERROR,
+        "warp_per_head": Status.WRONG_RESULT,
+        "naive": Status.TIMEOUT,
     }
     if config.family == "split":
         raise RuntimeError("worker died: illegal memory access")
@@ -68,14 +69,14 @@ def test_every_fault_is_a_row_with_its_status_and_infinite_time_and_the_study_go
     frame, _ = load_results(tmp_path)
     assert len(frame) == outcome.space_size  # all measured although most failed
     statuses = Counter(frame["status"])
-    assert set(statuses) == {"ok", "compile_error", "launch_error", "wrong_result", "timeout", "crash"}
-    assert statuses["ok"] == 1
-    failed = frame[frame["status"] != "ok"]
+    assert set(statuses) == {Status.OK, *FAILURES}
+    assert statuses[Status.OK] == 1
+    failed = frame[frame["status"] != Status.OK]
     assert failed["time_ms"].map(math.isinf).all()
     assert failed["ratio_to_copy"].map(math.isinf).all()
-    crash = failed[failed["status"] == "crash"]["message"].iloc[0]
+    crash = failed[failed["status"] == Status.CRASH]["message"].iloc[0]
     assert "illegal memory access" in crash
-    assert outcome.failures["crash"] == statuses["crash"]
+    assert outcome.failures[Status.CRASH] == statuses[Status.CRASH]
     assert outcome.best_value == pytest.approx(
         F.synthetic_ms(F.SMALL, BF16, BASELINE) / F.copy_ms(F.SMALL, BF16)
     )

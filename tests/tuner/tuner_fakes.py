@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from results.schema import Status
 from results.store import write_table
 from tuner.bench import BenchRunner
 from tuner.rows import StudyInfo, trial_row
@@ -60,7 +61,7 @@ def synthetic_ms(shape: Shape, dtype: DType, config: Config) -> float:
 
 def synthetic_bench(shape: Shape, dtype: DType, config: Config) -> Measurement:
     t = synthetic_ms(shape, dtype, config)
-    return Measurement(status="ok", time_ms=t, p20_ms=t * 0.99, p80_ms=t * 1.01, reps=50)
+    return Measurement(status=Status.OK, time_ms=t, p20_ms=t * 0.99, p80_ms=t * 1.01, reps=50)
 
 
 def synthetic_runner(bench=synthetic_bench) -> BenchRunner:

@@ -7,6 +7,7 @@ import contextlib
 import multiprocessing as mp
 from collections.abc import Iterable, Mapping
 
+from results.schema import Status
 from tuner.runner import GpuIdentity, Measurement
 from variants import Config, DType, Family, Shape
 
@@ -103,13 +104,13 @@ class GpuRunner:
                 kind, payload = self._receive(self.timeout_s, "run")
         except TimeoutError as exc:
             self._restart()
-            return Measurement.failed("timeout", f"{exc}; worker killed and restarted")
+            return Measurement.failed(Status.TIMEOUT, f"{exc}; worker killed and restarted")
         except ConnectionError as exc:
             self._restart()
-            return Measurement.failed("crash", f"{exc}; worker restarted")
+            return Measurement.failed(Status.CRASH, f"{exc}; worker restarted")
         if kind == "error":
             raise WorkerFailed(payload)
-        if payload.status == "crash":  # the worker reported a poisoned context and exits
+        if payload.status == Status.CRASH:  # the worker reported a poisoned context and exits
             self._restart()
         return payload
 

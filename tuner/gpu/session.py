@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 
 import cupy as cp
 
+from results.schema import Status
 from tuner.gpu.kernels import CompileError, Kernels
 from tuner.gpu.timing import L2Flusher, Timing, time_device_copy, time_launches
 from tuner.runner import GpuIdentity, Measurement
@@ -133,31 +134,31 @@ class DeviceSession:
         """One trial. Raises StickyCudaError when the context is lost (the caller must exit)."""
         family = self.families.get(config.family)
         if family is None:
-            return Measurement.failed("invalid", f"unknown family {config.family!r}")
+            return Measurement.failed(Status.INVALID, f"unknown family {config.family!r}")
         try:
             family.geometry(shape, dtype, config, self.identity.sm_count)  # checks config, compiles nothing
         except InvalidConfig as exc:
-            return Measurement.failed("invalid", str(exc))
+            return Measurement.failed(Status.INVALID, str(exc))
         try:
             launch = self.launcher(shape, dtype, config)
         except CompileError as exc:
-            return Measurement.failed("compile_error", str(exc))
+            return Measurement.failed(Status.COMPILE_ERROR, str(exc))
         if on_compiled:
             on_compiled()
         try:
             validation = self.run_checked(shape, dtype, launch)
             if not validation.ok:
-                return Measurement.failed("wrong_result", validation.summary())
+                return Measurement.failed(Status.WRONG_RESULT, validation.summary())
             timing: Timing = time_launches(launch, self.flush, reps=self.reps)
         except Exception as exc:
             if not is_cuda_error(exc):
                 raise
             message = f"{type(exc).__name__}: {exc}"
             if any(marker in message for marker in STICKY_ERRORS):
-                raise StickyCudaError(Measurement.failed("crash", message)) from exc
-            return Measurement.failed("launch_error", message)
+                raise StickyCudaError(Measurement.failed(Status.CRASH, message)) from exc
+            return Measurement.failed(Status.LAUNCH_ERROR, message)
         return Measurement(
-            status="ok",
+            status=Status.OK,
             time_ms=timing.median_ms,
             p20_ms=timing.p20_ms,
             p80_ms=timing.p80_ms,

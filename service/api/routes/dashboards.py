@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
 import variants
 from results.index import StoreIndex, shape_tuple
+from results.schema import Status
 from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
 from service.api.errors import unprocessable
 from service.api.models import ErrorBody
@@ -141,7 +142,7 @@ def overview(index: IndexDep, gpu: GpuQuery = None, dtype: DtypeFilter = None) -
 
 def _winner_summary(trials: pd.DataFrame, gpu: str, shape: Shape, dtype: DType) -> str:
     best = data.overview(trials)
-    ok = int((trials["status"] == "ok").sum())
+    ok = int((trials["status"] == Status.OK).sum())
     searches = ", ".join(
         f"{e(name)} ({n})" for name, n in trials.groupby("series", sort=False).size().items()
     )

@@ -6,6 +6,7 @@ from fastapi.testclient import TestClient
 
 import variants
 from results.best import winners
+from results.schema import Status
 from results.store import load_results, write_table
 
 
@@ -129,7 +130,9 @@ def test_empty_store_is_404_not_500(tmp_path) -> None:
 
 
 def test_store_without_correct_trials_is_404(tmp_path) -> None:
-    write_table([trial("h100", S1, "bf16", "vec", VEC16, 0.1, status="crash")], tmp_path, "synthetic-failed")
+    write_table(
+        [trial("h100", S1, "bf16", "vec", VEC16, 0.1, status=Status.CRASH)], tmp_path, "synthetic-failed"
+    )
     with make_client(tmp_path) as c:
         assert c.app.state.store.wait_ready(30)
         assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).status_code == 404

@@ -8,6 +8,7 @@ from conftest import S1, S2, SPLIT16, VEC16, WPH, h100_rows, other_rows, trial
 
 import variants
 from results.index import StoreIndex, build_index
+from results.schema import Status
 from results.store import empty_frame
 from service.dashboards import data
 
@@ -58,7 +59,7 @@ def test_heatmap_holds_the_best_ok_time_per_variant_and_block() -> None:
             trial("g", S1, BF16, "vec", VEC16, 0.2, number=1),
             trial("g", S1, BF16, "vec", {**VEC16, "block": 128}, 0.25, number=2),
             trial("g", S1, BF16, "split", SPLIT16, 0.1, number=3),
-            trial("g", S1, BF16, "split", SPLIT16, 0.01, status="wrong_result", number=4),
+            trial("g", S1, BF16, "split", SPLIT16, 0.01, status=Status.WRONG_RESULT, number=4),
         ]
     )
     trials = data.shape_trials(rows, "g", S1, BF16)
@@ -86,7 +87,7 @@ def test_scatter_and_convergence() -> None:
 def test_convergence_is_nan_until_the_first_success_and_per_series() -> None:
     rows = pd.DataFrame(
         [
-            trial("g", S1, BF16, "vec", VEC16, 0.3, status="crash", number=0),
+            trial("g", S1, BF16, "vec", VEC16, 0.3, status=Status.CRASH, number=0),
             trial("g", S1, BF16, "vec", VEC16, 0.3, number=1),
             trial("g", S1, BF16, "vec", VEC16, 0.5, number=0, seed=1),
         ]
