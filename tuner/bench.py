@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from results.schema import Status
-from tuner.runner import GpuIdentity, Measurement
+from tuner.runner import GpuIdentity, Measurement, Runner
 from variants import Config, DType, Shape
 
 Bench = Callable[[Shape, DType, Config], Measurement]
@@ -27,8 +27,9 @@ def guarded(bench: Bench, shape: Shape, dtype: DType, config: Config) -> Measure
         return Measurement.failed(Status.CRASH, f"{type(exc).__name__}: {exc}")
 
 
-class BenchRunner:
+class BenchRunner(Runner):
     def __init__(self, bench: Bench, identity: GpuIdentity, copy: CopyBench) -> None:
+        super().__init__()
         self.bench = bench
         self.identity = identity
         self.copy = copy
@@ -40,6 +41,3 @@ class BenchRunner:
     def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement:
         self.calls.append((shape, dtype, config))
         return guarded(self.bench, shape, dtype, config)
-
-    def close(self) -> None:
-        pass

@@ -391,9 +391,9 @@ def cmd_tune(args: argparse.Namespace, runner: Runner | None = None) -> int:
         bars.close()
         runner.close()
     render_outcomes(outcomes, file=sys.stderr)
-    missing = getattr(runner, "missing", None)
+    missing = sum(runner.missing.values())
     if missing:
-        print(f"{sum(missing.values())} proposed configurations were not in the recording", file=sys.stderr)
+        print(f"{missing} proposed configurations were not in the recording", file=sys.stderr)
     render_winners(winners_table(study_mod.outcome_frame(outcomes)), title=f"Winners on {gpu}")
     if sink is not None and sink.files:
         print(f"{len(sink.rows)} rows in {', '.join(str(f) for f in sink.files)}", file=sys.stderr)

@@ -10,17 +10,14 @@ the end. Nothing is ever invented.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
 from results.schema import SHAPE_COLUMNS, Status
 from results.store import load_results
-from tuner.runner import GpuIdentity, Measurement
+from tuner.runner import GpuIdentity, GroupKey, Measurement, Runner
 from variants import Config, DType, Shape
-
-GroupKey = tuple[str, str]  # (shape key, dtype)
 
 
 class NoRecording(ValueError):
@@ -47,10 +44,11 @@ def choose_label(frame: pd.DataFrame, gpu: str | None) -> str:
     return gpu
 
 
-class ReplayRunner:
+class ReplayRunner(Runner):
     """Answers trials from the rows of one GPU label."""
 
     def __init__(self, frame: pd.DataFrame, gpu: str | None = None) -> None:
+        super().__init__()
         self.gpu = choose_label(frame, gpu)
         rows = frame[frame["gpu"] == self.gpu]
         first = rows.iloc[0]
@@ -66,7 +64,6 @@ class ReplayRunner:
         self._answers: dict[tuple[str, str, str], Measurement] = {}
         self._copies: dict[GroupKey, float] = {}
         self.shapes: dict[GroupKey, Shape] = {}
-        self.missing: Counter[GroupKey] = Counter()
         self._index(rows)
 
     @classmethod
@@ -112,9 +109,6 @@ class ReplayRunner:
             self.missing[(shape.key, dtype.name)] += 1
             return Measurement.failed(Status.MISSING, f"{config.key} is not in the recording")
         return answer
-
-    def close(self) -> None:
-        pass
 
 
 def _answer(measured: pd.DataFrame) -> Measurement:

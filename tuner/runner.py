@@ -1,15 +1,20 @@
 """The seam between the study and whatever answers its trials.
 
 A `Runner` measures one configuration of one shape and dtype. The GPU runner does it on the
-device in a worker process; the replay runner answers from recorded parquet; tests pass fakes.
+device in a worker process; the replay runner answers from recorded parquet; `BenchRunner`
+wraps a benchmark function, which is how tests pass fakes. Every runner derives from `Runner`,
+so the study and the CLI use its whole contract without asking what a runner can do.
 """
 
 from __future__ import annotations
 
 import math
 import socket
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import TypeVar
 
 from results.schema import Status
 from variants import Config, DType, Shape
@@ -53,13 +58,44 @@ class Measurement:
         return cls(status=status, message=message[:2000])
 
 
-class Runner(Protocol):
-    """Answers trials. `copy_time` is the same-process device copy of the kernel's bytes."""
+Work = tuple[Shape, DType, Config]  # one trial to measure
+GroupKey = tuple[str, str]  # (shape key, dtype name)
+R = TypeVar("R", bound="Runner")
+
+
+class Runner(ABC):
+    """Answers trials. A subclass calls `super().__init__()`, sets `identity` and implements
+    `copy_time` and `measure`; `prepare` and `close` default to doing nothing.
+
+    `missing` counts, per (shape key, dtype), the configurations asked for that this runner
+    cannot answer: their measurements have status MISSING (a replay's recording lacks them).
+    A runner that answers everything leaves it empty.
+    """
 
     identity: GpuIdentity
 
-    def copy_time(self, shape: Shape, dtype: DType) -> float: ...
+    def __init__(self) -> None:
+        self.missing: Counter[GroupKey] = Counter()
 
-    def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement: ...
+    @abstractmethod
+    def copy_time(self, shape: Shape, dtype: DType) -> float:
+        """The same-process device copy of the kernel's bytes, in ms."""
 
-    def close(self) -> None: ...
+    @abstractmethod
+    def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement:
+        """One trial. A failure is a Measurement with its status, not an exception."""
+
+    def prepare(self, work: Iterable[Work]) -> int:
+        """Get ready for many trials at once (the GPU runner compiles their kernels in
+        parallel). Returns how many were prepared."""
+        return 0
+
+    def close(self) -> None:
+        """Release what the runner holds (the GPU runner's worker process)."""
+        return None
+
+    def __enter__(self: R) -> R:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -263,9 +263,8 @@ class StudyLoop:
 
     def _prepare(self, configs: list[Config]) -> None:
         """Let a runner that can (the GPU's) compile many kernels at once, in parallel."""
-        prepare = getattr(self.runner, "prepare", None)
-        if prepare is not None and configs:
-            prepare([(self.plan.shape, self.plan.dtype, c) for c in configs])
+        if configs:
+            self.runner.prepare([(self.plan.shape, self.plan.dtype, c) for c in configs])
 
     def _grid(self, study: optuna.Study, objective, callback, done: Mapping[str, float]) -> None:
         """Every valid configuration, llm.c's first, queued a chunk at a time (a long queue

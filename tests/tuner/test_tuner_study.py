@@ -90,13 +90,11 @@ def test_grid_measures_every_valid_config_once_whatever_the_trial_budget(tmp_pat
 
 
 def test_grid_lets_the_runner_compile_every_configuration_first() -> None:
-    runner = F.synthetic_runner()
-    prepared: list[list] = []
-    runner.prepare = prepared.append  # the GPU runner compiles these in parallel threads
+    runner = F.PreparingRunner()
     outcome = StudyLoop(plan(sampler="grid"), runner, None).run()
-    assert len(prepared) == 1
-    assert {c.key for _, _, c in prepared[0]} == {c.key for _, _, c in runner.calls}
-    assert len(prepared[0]) == outcome.space_size
+    assert len(runner.prepared) == 1
+    assert {c.key for _, _, c in runner.prepared[0]} == {c.key for _, _, c in runner.calls}
+    assert len(runner.prepared[0]) == outcome.space_size
 
 
 def test_an_interrupted_run_resumes_without_measuring_anything_twice_or_losing_rows(tmp_path) -> None:

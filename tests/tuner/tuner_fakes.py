@@ -14,7 +14,7 @@ from results.schema import Status
 from results.store import write_table
 from tuner.bench import BenchRunner
 from tuner.rows import StudyInfo, trial_row
-from tuner.runner import GpuIdentity, Measurement
+from tuner.runner import GpuIdentity, Measurement, Work
 from variants import DTYPES, FAMILIES, Config, DType, Shape
 
 IDENTITY = GpuIdentity(
@@ -66,6 +66,19 @@ def synthetic_bench(shape: Shape, dtype: DType, config: Config) -> Measurement:
 
 def synthetic_runner(bench=synthetic_bench) -> BenchRunner:
     return BenchRunner(bench, IDENTITY, copy_ms)
+
+
+class PreparingRunner(BenchRunner):
+    """The synthetic landscape, remembering what it was asked to prepare (the GPU runner
+    compiles those kernels in parallel threads)."""
+
+    def __init__(self, bench=synthetic_bench) -> None:
+        super().__init__(bench, IDENTITY, copy_ms)
+        self.prepared: list[list[Work]] = []
+
+    def prepare(self, work) -> int:
+        self.prepared.append(list(work))
+        return len(self.prepared[-1])
 
 
 def recording_rows(

@@ -8,7 +8,7 @@ import multiprocessing as mp
 from collections.abc import Iterable, Mapping
 
 from results.schema import Status
-from tuner.runner import GpuIdentity, Measurement
+from tuner.runner import GpuIdentity, Measurement, Runner, Work
 from variants import Config, DType, Family, Shape
 
 
@@ -16,7 +16,7 @@ class WorkerFailed(RuntimeError):
     """The worker could not start or answered with an internal error."""
 
 
-class GpuRunner:
+class GpuRunner(Runner):
     def __init__(
         self,
         device: int = 0,
@@ -26,6 +26,7 @@ class GpuRunner:
         start_timeout_s: float = 180.0,
         reps: int = 50,
     ):
+        super().__init__()
         self.device = device
         self.timeout_s = timeout_s
         self.compile_timeout_s = compile_timeout_s
@@ -94,7 +95,7 @@ class GpuRunner:
             raise WorkerFailed(payload)
         return payload
 
-    # --- the Runner protocol ----------------------------------------------------------------
+    # --- the Runner contract ----------------------------------------------------------------
     def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement:
         assert self._conn is not None
         self._conn.send(("measure", shape, dtype, config))
@@ -120,7 +121,7 @@ class GpuRunner:
             self._copy_ms[key] = self._request(("copy", shape, dtype), self.compile_timeout_s, "copy")
         return self._copy_ms[key]
 
-    def prepare(self, work: Iterable[tuple[Shape, DType, Config]]) -> int:
+    def prepare(self, work: Iterable[Work]) -> int:
         """Compile the kernels of many trials at once, in parallel threads of the worker."""
         return self._request(("prepare", list(work)), self.compile_timeout_s * 4, "prepare")
 
@@ -131,9 +132,3 @@ class GpuRunner:
             if self._process is not None:
                 self._process.join(timeout=10)
         self._kill()
-
-    def __enter__(self) -> GpuRunner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
