@@ -8,13 +8,10 @@ inf (only NaN is refused), TPE ranks it among the worst so it steers away, and G
 clips it to the worst finite value. An invalid combination of parameters is pruned without
 a row (nothing ran).
 
-No configuration is measured twice for one GPU, shape and dtype: before measuring, a
-trial looks for an answer in the results store (rows with the same kernel source) and in
-the study's finished trials; it then claims the configuration (a user attribute) and
-yields (pruned, no row) if another live trial of the study claims it too. Two workers that
-claim at once may both yield, never both measure: each writes its claim before it reads
-the others'. A row reaches the results store before its trial is reported, so what the
-study holds is always on disk.
+No configuration is measured twice for one GPU, shape and dtype (`tuner.claims`): a trial
+answers from the results store or the study's finished trials when it can, and yields when
+another live trial claims its configuration. A row reaches the results store before its
+trial is reported, so what the study holds is always on disk.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 import optuna
@@ -38,6 +34,18 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from results.schema import SHAPE_COLUMNS, Status
 from tuner.bench import guarded
+from tuner.claims import (
+    ATTR_KEY,
+    ATTR_SOURCE,
+    claim,
+    claims_on,
+    distinct_done,
+    finished_trial,
+    mark,
+    record,
+    recorded,
+    stored_answers,
+)
 from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runner import Measurement, Runner
 from tuner.samplers import make_sampler
@@ -46,14 +54,6 @@ from variants import BASELINE, FAMILIES, Config, DType, Family, Shape
 
 log = logging.getLogger(__name__)
 
-# Trial user attributes: how workers tell each other what a trial is doing.
-ATTR_KEY = "config_key"
-ATTR_STATUS = "status"
-ATTR_TIME = "time_ms"
-ATTR_COPY = "copy_ms"
-ATTR_SOURCE = "answered_from"  # "store" or "study" when nothing was measured
-# A claim without heartbeat this old belongs to a dead worker (a trial takes seconds).
-STALE_CLAIM_S = 600.0
 # How many trials one process may ask per configuration it still has to measure
 # (duplicates and invalid combinations cost a trial but no measurement).
 ASKS_PER_CONFIG = 10
@@ -112,58 +112,6 @@ def kernels_hash(families: Mapping[str, Family] | None = None) -> str:
     registry = FAMILIES if families is None else families
     joined = ",".join(f"{n}:{f.source_hash}" for n, f in sorted(registry.items()))
     return hashlib.sha256(joined.encode()).hexdigest()[:8]
-
-
-def stored_answers(
-    frame: pd.DataFrame,
-    gpu: str,
-    shape: Shape,
-    dtype: DType,
-    families: Mapping[str, Family] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """config key -> the stored row that answers it: same GPU, shape, dtype and kernel
-    source. A configuration measured more than once answers with its median ok row, or its
-    latest failure when it never ran correctly."""
-    if frame.empty:
-        return {}
-    registry = FAMILIES if families is None else families
-    mask = (frame["gpu"] == gpu) & (frame["dtype"] == dtype.name)
-    for name, value in shape.as_dict().items():
-        mask &= frame[name] == value
-    rows = frame[mask]
-    hashes = {n: f.source_hash for n, f in registry.items()}
-    rows = rows[rows["family"].map(hashes) == rows["source_hash"]]
-    answers: dict[str, dict[str, Any]] = {}
-    for key, group in rows.groupby("config_key", sort=False):
-        ok = group[group["status"] == Status.OK].sort_values("time_ms")
-        pick = ok.iloc[(len(ok) - 1) // 2] if not ok.empty else group.sort_values("timestamp").iloc[-1]
-        answers[str(key)] = pick.to_dict()
-    return answers
-
-
-def _claims(study: optuna.Study, key: str, me: int) -> tuple[FrozenTrial | None, bool]:
-    """(a finished trial of the study that answers key, whether a live trial claims key)."""
-    finished, live = None, False
-    horizon = datetime.now() - timedelta(seconds=STALE_CLAIM_S)
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-        if t.number == me or t.user_attrs.get(ATTR_KEY) != key:
-            continue
-        if t.state == TrialState.COMPLETE and t.user_attrs.get(ATTR_STATUS) not in (None, Status.DUPLICATE):
-            finished = t
-            break
-        if t.state == TrialState.RUNNING and (t.datetime_start is None or t.datetime_start > horizon):
-            live = True
-    return finished, live
-
-
-def distinct_done(study: optuna.Study) -> dict[str, float]:
-    """config key -> value, over the study's completed trials."""
-    done: dict[str, float] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        key = t.user_attrs.get(ATTR_KEY)
-        if key is not None and t.value is not None:
-            done[key] = t.value
-    return done
 
 
 class StudyLoop:
@@ -338,28 +286,28 @@ class StudyLoop:
             config = self.space.suggest(trial)
             if config is None:
                 outcome.invalid += 1
-                trial.set_user_attr(ATTR_STATUS, Status.INVALID.value)
+                mark(trial, Status.INVALID)
                 raise optuna.TrialPruned("no valid configuration has these parameters")
             key = config.key
-            trial.set_user_attr(ATTR_KEY, key)
+            claim(trial, key)
             row = self.known.get(key)
             if row is not None:
                 self.in_study.add(key)
                 return self._answer(trial, row, "store", outcome)
-            finished, live = _claims(study, key, trial.number)
+            finished, live = claims_on(study, key, trial.number)
             if finished is not None:
                 self.in_study.add(key)
                 row = self._remember_study_answer(key, finished.value, study, finished)
                 return self._answer(trial, row, "study", outcome)
             if live:
                 outcome.yielded += 1
-                trial.set_user_attr(ATTR_STATUS, Status.DUPLICATE.value)
+                mark(trial, Status.DUPLICATE)
                 raise optuna.TrialPruned(f"{key} is being measured by another trial")
             measurement = self._measure(config)
             if measurement.status == Status.MISSING:
                 outcome.missing += 1
                 self.unavailable.add(key)
-                trial.set_user_attr(ATTR_STATUS, Status.MISSING.value)
+                mark(trial, Status.MISSING)
                 raise optuna.TrialPruned(measurement.message)
             info = StudyInfo(
                 gpu=plan.gpu,
@@ -387,7 +335,7 @@ class StudyLoop:
             outcome.measured.append((key, value))
             if row["status"] != Status.OK:
                 outcome.failures[row["status"]] = outcome.failures.get(row["status"], 0) + 1
-            self._set_attrs(trial, row)
+            record(trial, row)
             return value
 
         return objective
@@ -395,16 +343,10 @@ class StudyLoop:
     def _measure(self, config: Config) -> Measurement:
         return guarded(self.runner.measure, self.plan.shape, self.plan.dtype, config)
 
-    @staticmethod
-    def _set_attrs(trial: Trial, row: Mapping[str, Any]) -> None:
-        trial.set_user_attr(ATTR_STATUS, row["status"])
-        trial.set_user_attr(ATTR_TIME, float(row["time_ms"]))
-        trial.set_user_attr(ATTR_COPY, float(row["copy_ms"]))
-
     def _answer(self, trial: Trial, row: Mapping[str, Any], source: str, outcome: StudyOutcome) -> float:
         outcome.answered += 1
         trial.set_user_attr(ATTR_SOURCE, source)
-        self._set_attrs(trial, row)
+        record(trial, row)
         return objective_value(row)
 
     def _remember_study_answer(
@@ -415,23 +357,11 @@ class StudyLoop:
         if key in self.known:
             return self.known[key]
         if trial is None:
-            trial = next(
-                t
-                for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get(ATTR_KEY) == key
-            )
+            trial = finished_trial(study, key)
         config = self.space.config_of(trial.params)
         if config is None or config.key != key:
             config = next(c for c in self.space.configs if c.key == key)
-        attrs = trial.user_attrs
-        status = Status(attrs.get(ATTR_STATUS, Status.OK))
-        time_ms = float(attrs.get(ATTR_TIME, math.inf))
-        copy_ms = float(attrs.get(ATTR_COPY, math.nan))
-        measurement = (
-            Measurement(status=status, time_ms=time_ms)
-            if status == Status.OK
-            else (Measurement.failed(status, ""))
-        )
+        measurement, copy_ms = recorded(trial)
         info = StudyInfo(gpu=self.plan.gpu, run_id="", study=self.plan.study_name, trial=trial.number)
         row = trial_row(
             self.runner.identity,
