@@ -10,6 +10,7 @@ them offline, show the winners, or measure how fast the samplers find the optimu
     python -m tuner export --format cuda-header --gpu h200 -o repkv_tuned.cuh
     python -m tuner replay-eval results/data --gpu h200 --seeds 20
 
+This module parses, dispatches (COMMANDS) and renders; tuning is `tuner.pipeline.tune`.
 Usage errors print one line that says what to do and return 2. Nothing here imports CuPy
 until a GPU is actually asked for.
 """
@@ -17,23 +18,32 @@ until a GPU is actually asked for.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
-import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from results.store import load_results, read_dirs, user_results_dir
-from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
-from tuner.presets import DEFAULT_BATCH, DEFAULT_SEQ, DEFAULT_SHAPES, MODELS, UnknownModel, model_shapes
+from tuner.presets import (
+    DEFAULT_BATCH,
+    DEFAULT_SEQ,
+    DEFAULT_SHAPES,
+    DEFAULT_TRIALS,
+    MODELS,
+    UnknownModel,
+    model_shapes,
+)
 from tuner.runner import Runner
 from tuner.samplers import SAMPLERS, UnavailableSampler, make_sampler
-from variants import DTYPES, FAMILIES, InvalidShape, Shape
+from variants import DTYPES, InvalidShape, Shape
+
+if TYPE_CHECKING:
+    from tuner.pipeline import TuneRequest
 
 DEFAULT_RESULTS = user_results_dir()
 LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
-SUBCOMMANDS = ("tune", "variants", "check", "best", "export", "replay-eval")
-DEFAULT_TRIALS = 40
 
 
 class UsageError(Exception):
@@ -138,14 +148,12 @@ def _add_variants(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_check(sub: argparse._SubParsersAction) -> None:
-    help_text = "compile every valid configuration offline with NVRTC (no GPU needed)"
+    p = sub.add_parser("check", help="compile every valid configuration offline with NVRTC (no GPU needed)")
     try:
         from tuner.check import add_check_arguments
     except ImportError:
-        p = sub.add_parser("check", help=help_text)
         p.add_argument("rest", nargs=argparse.REMAINDER)
         return
-    p = sub.add_parser("check", help=help_text)
     add_check_arguments(p)
 
 
@@ -190,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m tuner",
         description="Autotune the repkv backward kernel. Without a subcommand: tune.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     _add_tune(sub)
     _add_variants(sub)
     _add_check(sub)
@@ -203,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _with_default_command(argv: list[str]) -> list[str]:
     if not argv:
         return ["tune"]
-    if argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help"):
+    if argv[0] in COMMANDS or argv[0] in ("-h", "--help"):
         return argv
     return ["tune", *argv]
 
@@ -214,20 +222,9 @@ def cmd_variants(args: argparse.Namespace) -> int:
         shapes = [Shape.parse(s) for s in args.shape or [LLMC_SHAPE]]
     except InvalidShape as exc:
         raise UsageError(str(exc)) from None
-    dtypes = parse_dtypes(args.dtype)
-    for family in FAMILIES.values():
-        print(f"{family.name}: {family.doc}")
-        for param in family.params:
-            print(f"  {param.name:<10} {', '.join(map(str, param.choices)):<40} {param.doc}")
-        total = len(list(family.space()))
-        for shape in shapes:
-            counts = ", ".join(f"{d} {len(family.valid_configs(shape, DTYPES[d]))}" for d in dtypes)
-            print(f"  valid of {total} at {shape}: {counts}")
-    for shape in shapes:
-        counts = ", ".join(
-            f"{d} {sum(len(f.valid_configs(shape, DTYPES[d])) for f in FAMILIES.values())}" for d in dtypes
-        )
-        print(f"all families at {shape}: {counts}")
+    from tuner.report import render_variants
+
+    render_variants(shapes, parse_dtypes(args.dtype))
     return 0
 
 
@@ -255,6 +252,12 @@ def cmd_best(args: argparse.Namespace) -> int:
         return 1
     render_winners(winners_table(frame), title=f"Winners in {where}")
     return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tuner.export_cli import run_export
+
+    return run_export(args, parse_dtypes(args.dtype), UsageError)
 
 
 def cmd_replay_eval(args: argparse.Namespace) -> int:
@@ -291,116 +294,58 @@ def cmd_replay_eval(args: argparse.Namespace) -> int:
     return 1 if args.check and first > args.target else 0
 
 
-def _gpu_runner(args: argparse.Namespace) -> Runner:
-    try:
-        from tuner.gpu.runner import GpuRunner
-    except ImportError as exc:
-        raise UsageError(
-            f"no GPU runner here ({exc}); install the CUDA extra (pip install -e '.[cuda12]') "
-            "or replay a recording with --replay DIR"
-        ) from None
-    return GpuRunner(device=args.device, timeout_s=args.trial_timeout)
+def tune_request(args: argparse.Namespace) -> TuneRequest:
+    from tuner.pipeline import TuneRequest
+
+    return TuneRequest(
+        shapes=tuple(parse_shapes(args)),
+        dtypes=tuple(parse_dtypes(args.dtype)),
+        gpu=args.gpu,
+        force_gpu_label=args.force_gpu_label,
+        sampler=args.sampler,
+        seed=args.seed,
+        trials=args.trials,
+        timeout_s=args.timeout,
+        study=args.study,
+        storage=args.storage,
+        results_dir=args.results,
+        replay_dir=args.replay,
+        device=args.device,
+        trial_timeout_s=args.trial_timeout,
+        progress=not args.no_progress,
+    )
 
 
 def cmd_tune(args: argparse.Namespace, runner: Runner | None = None) -> int:
-    from tuner import study as study_mod
-    from tuner.replay import NoRecording, ReplayRunner
-    from tuner.report import ProgressBars, render_outcomes, render_winners, winners_table
-    from tuner.rows import ResultsSink, new_run_id
-    from tuner.storage import InvalidStorage, default_storage_url, make_storage
+    from tuner.pipeline import TuneError, tune
+    from tuner.report import render_outcomes, render_winners, winners_table
 
-    shapes = parse_shapes(args)
-    dtypes = parse_dtypes(args.dtype)
-    if args.trials < 1:
-        raise UsageError("--trials must be at least 1")
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    request = tune_request(args)
     try:
-        make_sampler(args.sampler, seed)
-    except UnavailableSampler as exc:
+        result = tune(request, runner, echo=lambda line: print(line, file=sys.stderr))
+    except TuneError as exc:
         raise UsageError(str(exc)) from None
-
-    if runner is None and args.replay is not None:
-        try:
-            runner = ReplayRunner.from_directory(args.replay, args.gpu)
-        except NoRecording as exc:
-            raise UsageError(f"{exc} (in {args.replay})") from None
-        gpu = runner.gpu
-        results_dir = args.results  # replays write only where asked to
-    else:
-        runner = runner or _gpu_runner(args)
-        try:
-            gpu = resolve_label(args.gpu, runner.identity.name, force=args.force_gpu_label)
-        except (GpuLabelMismatch, InvalidGpuLabel) as exc:
-            runner.close()
-            raise UsageError(str(exc)) from None
-        results_dir = args.results if args.results is not None else DEFAULT_RESULTS
-
-    storage_url = args.storage or (default_storage_url(results_dir) if results_dir else None)
-    try:
-        storage = make_storage(storage_url)
-    except InvalidStorage as exc:
-        runner.close()
-        raise UsageError(str(exc)) from None
-
-    run_id = new_run_id()
-    sink = ResultsSink(results_dir, gpu, run_id) if results_dir else None
-    stored = load_results(read_dirs(results_dir, bundled=args.replay is None))[0] if results_dir else None
-    single = len(shapes) * len(dtypes) == 1
-    plans = [
-        study_mod.StudyPlan(
-            gpu=gpu,
-            shape=shape,
-            dtype=DTYPES[d],
-            study_name=(
-                args.study
-                if args.study and single
-                else study_mod.default_study_name(gpu, shape, DTYPES[d], args.study)
-            ),
-            sampler=args.sampler,
-            seed=seed,
-            trials=None if args.sampler == "grid" else args.trials,
-            timeout_s=args.timeout,
-        )
-        for shape in shapes
-        for d in dtypes
-    ]
-    print(
-        f"tuning {gpu} ({runner.identity.name}): {len(shapes)} shapes x {len(dtypes)} dtypes, "
-        f"sampler {args.sampler} seed {seed}, run {run_id}",
-        file=sys.stderr,
-    )
-    bars = ProgressBars(enabled=not args.no_progress)
-    outcomes: list[study_mod.StudyOutcome] = []
-    interrupted = False
-    try:
-        study_mod.run_plans(
-            plans,
-            runner,
-            storage,
-            run_id=run_id,
-            sink=sink,
-            stored=stored,
-            progress_factory=bars,
-            on_done=lambda o: (bars.close(), outcomes.append(o)),
-        )
-    except KeyboardInterrupt:
-        interrupted = True
-    except NoRecording as exc:
-        raise UsageError(f"{exc}: replay only the shapes and dtypes the recording holds") from None
-    finally:
-        bars.close()
-        runner.close()
-    render_outcomes(outcomes, file=sys.stderr)
-    missing = sum(runner.missing.values())
-    if missing:
-        print(f"{missing} proposed configurations were not in the recording", file=sys.stderr)
-    render_winners(winners_table(study_mod.outcome_frame(outcomes)), title=f"Winners on {gpu}")
-    if sink is not None and sink.files:
-        print(f"{len(sink.rows)} rows in {', '.join(str(f) for f in sink.files)}", file=sys.stderr)
-    if interrupted:
+    render_outcomes(result.outcomes, file=sys.stderr)
+    if result.missing:
+        print(f"{result.missing} proposed configurations were not in the recording", file=sys.stderr)
+    render_winners(winners_table(result.frame()), title=f"Winners on {result.gpu}")
+    if result.files:
+        print(f"{result.rows} rows in {', '.join(str(f) for f in result.files)}", file=sys.stderr)
+    if result.interrupted:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
     return 0
+
+
+Command = Callable[[argparse.Namespace], int]
+COMMANDS: dict[str, Command] = {
+    "tune": cmd_tune,
+    "variants": cmd_variants,
+    "check": cmd_check,
+    "best": cmd_best,
+    "export": cmd_export,
+    "replay-eval": cmd_replay_eval,
+}
 
 
 def main(argv: Sequence[str] | None = None, *, runner: Runner | None = None) -> int:
@@ -418,20 +363,9 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner | None = None) -> 
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    commands = {**COMMANDS, "tune": functools.partial(cmd_tune, runner=runner)}
     try:
-        if args.command == "variants":
-            return cmd_variants(args)
-        if args.command == "check":
-            return cmd_check(args)
-        if args.command == "best":
-            return cmd_best(args)
-        if args.command == "export":
-            from tuner.export_cli import run_export
-
-            return run_export(args, parse_dtypes(args.dtype), UsageError)
-        if args.command == "replay-eval":
-            return cmd_replay_eval(args)
-        return cmd_tune(args, runner)
+        return commands[args.command](args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

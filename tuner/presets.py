@@ -1,4 +1,4 @@
-"""Model presets (attention head layout) and the default shape set.
+"""Model presets (attention head layout), the default shape set and the default budget.
 
 A model fixes NH, NH_KV and HD; a run adds the batch x sequence grid (B x T).
 """
@@ -42,6 +42,8 @@ MODELS: dict[str, Model] = {
     )
 }
 
+# Distinct configurations measured per shape and dtype unless told otherwise.
+DEFAULT_TRIALS = 40
 DEFAULT_BATCH = (8,)
 DEFAULT_SEQ = (1024,)
 

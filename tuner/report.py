@@ -1,4 +1,4 @@
-"""What a run shows: a progress bar per study and the table of winners.
+"""What a run shows: a progress bar per study and the table of winners; and the variants.
 
 The winners come from `results.best.winners` (one selection rule for the CLI and the
 service); this module only shapes them into a table and draws it.
@@ -19,6 +19,7 @@ from rich.table import Table
 from results.best import winners
 from results.schema import SHAPE_COLUMNS
 from tuner.study import StudyOutcome, StudyPlan
+from variants import DTYPES, FAMILIES, Shape
 
 WINNER_COLUMNS = (
     "gpu",
@@ -110,6 +111,26 @@ def render_outcomes(outcomes: list[StudyOutcome], file: TextIO | None = None) ->
         if o.missing:
             parts.append(f"{o.missing} not in the recording")
         lines.append(f"{o.plan.shape} {o.plan.dtype.name}: {'; '.join(parts)}")
+    print("\n".join(lines), file=file or sys.stdout)
+
+
+def render_variants(shapes: list[Shape], dtypes: list[str], file: TextIO | None = None) -> None:
+    """Each family: its doc, parameters and how many of its configurations are valid at each
+    shape and dtype; then all families together."""
+    lines = []
+    for family in FAMILIES.values():
+        lines.append(f"{family.name}: {family.doc}")
+        for param in family.params:
+            lines.append(f"  {param.name:<10} {', '.join(map(str, param.choices)):<40} {param.doc}")
+        total = len(list(family.space()))
+        for shape in shapes:
+            counts = ", ".join(f"{d} {len(family.valid_configs(shape, DTYPES[d]))}" for d in dtypes)
+            lines.append(f"  valid of {total} at {shape}: {counts}")
+    for shape in shapes:
+        counts = ", ".join(
+            f"{d} {sum(len(f.valid_configs(shape, DTYPES[d])) for f in FAMILIES.values())}" for d in dtypes
+        )
+        lines.append(f"all families at {shape}: {counts}")
     print("\n".join(lines), file=file or sys.stdout)
 
 

@@ -17,7 +17,6 @@ trial is reported, so what the study holds is always on disk.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import random
@@ -28,11 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
-import pandas as pd
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from results.schema import SHAPE_COLUMNS, Status
+from results.schema import Status
 from tuner.bench import guarded
 from tuner.claims import (
     ATTR_KEY,
@@ -44,15 +42,12 @@ from tuner.claims import (
     mark,
     record,
     recorded,
-    stored_answers,
 )
 from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runner import Measurement, Runner
 from tuner.samplers import make_sampler
 from tuner.space import SearchSpace
 from variants import BASELINE, FAMILIES, Config, DType, Family, Shape
-
-log = logging.getLogger(__name__)
 
 # How many trials one process may ask per configuration it still has to measure
 # (duplicates and invalid combinations cost a trial but no measurement).
@@ -96,22 +91,6 @@ class StudyOutcome:
 
 
 ProgressHook = Callable[[int, int, float], None]  # (distinct done, goal, best value)
-
-
-def default_study_name(gpu: str, shape: Shape, dtype: DType, prefix: str | None = None) -> str:
-    """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16'. The kernel sources'
-    hash is part of the default prefix: edited kernels start a fresh study."""
-    if prefix is None:
-        prefix = f"repkv-{kernels_hash()}"
-    return f"{prefix}/{gpu}/{shape.key}/{dtype.name}"
-
-
-def kernels_hash(families: Mapping[str, Family] | None = None) -> str:
-    import hashlib
-
-    registry = FAMILIES if families is None else families
-    joined = ",".join(f"{n}:{f.source_hash}" for n, f in sorted(registry.items()))
-    return hashlib.sha256(joined.encode()).hexdigest()[:8]
 
 
 class StudyLoop:
@@ -375,60 +354,3 @@ class StudyLoop:
         )
         self.known[key] = row
         return row
-
-
-def run_plans(
-    plans: list[StudyPlan],
-    runner: Runner,
-    storage: BaseStorage | str | None,
-    *,
-    run_id: str,
-    sink: ResultsSink | None = None,
-    stored: pd.DataFrame | None = None,
-    families: Mapping[str, Family] | None = None,
-    progress_factory: Callable[[StudyPlan], ProgressHook | None] | None = None,
-    on_done: Callable[[StudyOutcome], None] | None = None,
-) -> list[StudyOutcome]:
-    """Every plan in turn, one study each; rows are flushed after each trial and at the end."""
-    outcomes = []
-    try:
-        for plan in plans:
-            known = (
-                stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families)
-                if stored is not None
-                else None
-            )
-            progress = progress_factory(plan) if progress_factory else None
-            started = time.monotonic()
-            loop = StudyLoop(
-                plan,
-                runner,
-                storage,
-                run_id=run_id,
-                sink=sink,
-                known=known,
-                families=families,
-                progress=progress,
-            )
-            outcome = loop.run()
-            log.info(
-                "%s: %d measured in %.1f s",
-                plan.study_name,
-                len(outcome.measured),
-                time.monotonic() - started,
-            )
-            outcomes.append(outcome)
-            if on_done is not None:
-                on_done(outcome)
-    finally:
-        if sink is not None:
-            sink.close()
-    return outcomes
-
-
-def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
-    """Every row the outcomes know (measured, or answered from the store or the study)."""
-    rows = [row for o in outcomes for row in o.rows.values()]
-    if not rows:
-        return pd.DataFrame(columns=[*SHAPE_COLUMNS, "gpu", "dtype"])
-    return pd.DataFrame(rows)

@@ -133,6 +133,23 @@ def test_a_gpu_label_that_does_not_match_the_device_is_refused(capsys, tmp_path:
     assert (tmp_path / "h100").is_dir()
 
 
+def test_an_interrupted_tune_returns_130_and_says_how_to_resume(capsys, tmp_path: Path) -> None:
+    measured: list[str] = []
+
+    def bench(shape, dtype, config):
+        measured.append(config.key)
+        if len(measured) == 3:
+            raise KeyboardInterrupt
+        return F.synthetic_bench(shape, dtype, config)
+
+    argv = ["--shape", SMALL, "--dtype", "bf16", "--results", str(tmp_path), "--storage", "memory"]
+    runner = F.RecordingRunner(bench)
+    assert main([*argv, "--no-progress"], runner=runner) == 130
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith("interrupted: run the same command again to resume")
+    assert "2 rows in " in err and runner.closed
+
+
 def test_variants_lists_families_params_and_valid_counts(capsys) -> None:
     assert main(["variants", "--shape", SMALL, "--dtype", "bf16"]) == 0
     out = capsys.readouterr().out

@@ -13,7 +13,7 @@ from tuner.bench import BenchRunner
 from tuner.rows import ResultsSink
 from tuner.runner import Measurement
 from tuner.storage import make_storage
-from tuner.study import StudyLoop, StudyPlan, run_plans
+from tuner.study import StudyLoop, StudyPlan
 from variants import BASELINE, DTYPES, Config
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -90,63 +90,11 @@ def test_grid_measures_every_valid_config_once_whatever_the_trial_budget(tmp_pat
 
 
 def test_grid_lets_the_runner_compile_every_configuration_first() -> None:
-    runner = F.PreparingRunner()
+    runner = F.RecordingRunner()
     outcome = StudyLoop(plan(sampler="grid"), runner, None).run()
     assert len(runner.prepared) == 1
     assert {c.key for _, _, c in runner.prepared[0]} == {c.key for _, _, c in runner.calls}
     assert len(runner.prepared[0]) == outcome.space_size
-
-
-def test_an_interrupted_run_resumes_without_measuring_anything_twice_or_losing_rows(tmp_path) -> None:
-    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    calls: Counter[str] = Counter()
-
-    def bench(shape, dtype, config):
-        calls[config.key] += 1
-        if sum(calls.values()) == 7:
-            raise KeyboardInterrupt
-        return F.synthetic_bench(shape, dtype, config)
-
-    runner = BenchRunner(bench, F.IDENTITY, F.copy_ms)
-    first = ResultsSink(tmp_path, "h200", "run-1")
-    with pytest.raises(KeyboardInterrupt):
-        run_plans([plan(trials=12)], runner, make_storage(storage), run_id="run-1", sink=first)
-    assert len(load_results(tmp_path)[0]) == 6  # every finished trial is on disk
-    # Resume from the same storage and results: the interrupted config may be measured
-    # again (it was never recorded); nothing recorded is.
-    stored = load_results(tmp_path)[0]
-    second = ResultsSink(tmp_path, "h200", "run-2")
-    run_plans([plan(trials=12)], runner, make_storage(storage), run_id="run-2", sink=second, stored=stored)
-    frame, _ = load_results(tmp_path)
-    assert frame["config_key"].is_unique
-    assert frame["config_key"].nunique() == 12
-    assert set(frame["run_id"]) == {"run-1", "run-2"}
-    assert max(calls.values()) <= 2 and sum(1 for n in calls.values() if n == 2) <= 1
-
-
-def test_configs_in_the_results_store_are_answered_not_measured(tmp_path) -> None:
-    first = F.synthetic_runner()
-    sink = ResultsSink(tmp_path, "h200", "old")
-    StudyLoop(plan(trials=10, study_name="old"), first, None, run_id="old", sink=sink).run()
-    sink.close()
-    stored = load_results(tmp_path)[0]
-    # A new study (another name, another seed) proposes some of the same configs.
-    runner = F.synthetic_runner()
-    outcomes = run_plans([plan(sampler="grid", study_name="new")], runner, None, run_id="new", stored=stored)
-    measured = {c.key for _, _, c in runner.calls}
-    assert measured.isdisjoint(set(stored["config_key"]))
-    assert len(measured) + 10 == outcomes[0].space_size
-    assert len(outcomes[0].rows) == outcomes[0].space_size
-
-
-def test_a_changed_kernel_source_is_measured_again(tmp_path) -> None:
-    sink = ResultsSink(tmp_path, "h200", "old")
-    StudyLoop(plan(trials=5), F.synthetic_runner(), None, run_id="old", sink=sink).run()
-    stored = load_results(tmp_path)[0]
-    stored["source_hash"] = "0" * 16
-    runner = F.synthetic_runner()
-    run_plans([plan(trials=5, study_name="other")], runner, None, run_id="new", stored=stored)
-    assert len(runner.calls) == 5
 
 
 def test_a_finished_study_measures_nothing_more(tmp_path) -> None:

@@ -68,17 +68,21 @@ def synthetic_runner(bench=synthetic_bench) -> BenchRunner:
     return BenchRunner(bench, IDENTITY, copy_ms)
 
 
-class PreparingRunner(BenchRunner):
-    """The synthetic landscape, remembering what it was asked to prepare (the GPU runner
-    compiles those kernels in parallel threads)."""
+class RecordingRunner(BenchRunner):
+    """The synthetic landscape (or `bench`), remembering what it was asked to prepare (the
+    GPU runner compiles those kernels in parallel threads) and whether it was closed."""
 
     def __init__(self, bench=synthetic_bench) -> None:
         super().__init__(bench, IDENTITY, copy_ms)
         self.prepared: list[list[Work]] = []
+        self.closed = False
 
     def prepare(self, work) -> int:
         self.prepared.append(list(work))
         return len(self.prepared[-1])
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def recording_rows(

@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+import tuner_fakes as F
+
+from results.store import load_results, write_table
+from tuner.bench import BenchRunner
+from tuner.pipeline import TuneError, TuneRequest, default_study_name, run_plans, study_plans, tune
+from tuner.rows import ResultsSink
+from tuner.storage import make_storage
+from tuner.study import StudyLoop, StudyPlan
+from variants import BASELINE, DTYPES, Shape
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+BF16 = DTYPES["bf16"]
+
+
+def plan(**kw) -> StudyPlan:
+    base = dict(gpu="h200", shape=F.SMALL, dtype=BF16, study_name="s", sampler="tpe", seed=1, trials=15)
+    base.update(kw)
+    return StudyPlan(**base)
+
+
+def request(**kw) -> TuneRequest:
+    base = dict(shapes=(F.SMALL,), dtypes=("bf16",), seed=0, trials=8, storage="memory", progress=False)
+    base.update(kw)
+    return TuneRequest(**base)
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("recording")
+    F.write_recording(directory, [F.SMALL], ["bf16"])
+    return directory
+
+
+def test_tune_replays_a_recording_and_writes_only_where_asked(recording: Path, tmp_path: Path) -> None:
+    lines: list[str] = []
+    result = tune(request(replay_dir=recording), echo=lines.append)
+    assert result.gpu == "h200" and result.device_name == "NVIDIA H200" and result.seed == 0
+    assert not result.interrupted and result.rows == 0 and result.files == []
+    assert len(result.outcomes) == 1 and len(result.outcomes[0].measured) == 8
+    assert len(result.frame()) == 8
+    header = f"tuning h200 (NVIDIA H200): 1 shapes x 1 dtypes, sampler tpe seed 0, run {result.run_id}"
+    assert lines == [header]
+    out = tmp_path / "out"
+    again = tune(request(replay_dir=recording, results_dir=out, seed=None))
+    frame, _ = load_results(out)
+    assert again.rows == len(frame) == 8 and again.files == sorted((out / "h200").glob("*.parquet"))
+    assert set(frame["seed"]) == {again.seed} and set(frame["run_id"]) == {again.run_id}
+
+
+def test_tune_measures_with_the_runner_given_and_closes_it(tmp_path: Path) -> None:
+    runner = F.RecordingRunner()
+    shapes = (F.SMALL, Shape.parse("B=2,T=128,NH=8,NH_KV=2,HD=64"))
+    result = tune(request(shapes=shapes, dtypes=("bf16", "fp16"), trials=3, results_dir=tmp_path), runner)
+    assert runner.closed and result.gpu == "h200"  # the label of the device's name
+    assert [(o.plan.shape, o.plan.dtype.name) for o in result.outcomes] == [
+        (s, d) for s in shapes for d in ("bf16", "fp16")
+    ]
+    frame, _ = load_results(tmp_path)
+    assert len(frame) == result.rows == 12 and (tmp_path / "optuna.db").exists() is False  # storage: memory
+    assert runner.calls[0][2] == BASELINE
+
+
+def test_an_interrupted_tune_says_so_keeps_its_rows_and_resumes(tmp_path: Path) -> None:
+    calls: Counter[str] = Counter()
+
+    def bench(shape, dtype, config):
+        calls[config.key] += 1
+        if sum(calls.values()) == 5:
+            raise KeyboardInterrupt
+        return F.synthetic_bench(shape, dtype, config)
+
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    first = tune(request(storage=storage, results_dir=tmp_path), F.RecordingRunner(bench))
+    assert first.interrupted and first.rows == 4 and first.outcomes == []
+    second = tune(request(storage=storage, results_dir=tmp_path), F.RecordingRunner(bench))
+    assert not second.interrupted
+    frame, _ = load_results(tmp_path)
+    assert frame["config_key"].is_unique and len(frame) == 8
+    assert set(frame["run_id"]) == {first.run_id, second.run_id}
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        (dict(trials=0), "--trials must be at least 1"),
+        (dict(dtypes=("fp8",)), "unknown dtype 'fp8'"),
+        (dict(sampler="annealing"), "annealing"),
+        (dict(gpu="h100"), "NVIDIA H200"),
+        (dict(storage="nonsense"), "nonsense"),
+    ],
+)
+def test_a_request_that_cannot_run_is_a_tune_error(kw: dict, message: str) -> None:
+    runner = F.RecordingRunner()
+    with pytest.raises(TuneError, match=message):
+        tune(request(**kw), runner)
+    assert runner.calls == []
+
+
+def test_what_a_recording_lacks_is_a_tune_error_or_counted(recording: Path, tmp_path: Path) -> None:
+    with pytest.raises(TuneError, match="a100"):
+        tune(request(replay_dir=recording, gpu="a100"))
+    with pytest.raises(TuneError, match="replay only the shapes and dtypes the recording holds"):
+        tune(request(replay_dir=recording, dtypes=("fp32",)))
+    rows = [r for r in F.recording_rows([F.SMALL], ["bf16"]) if r["family"] in ("naive", "gather")]
+    write_table(rows, tmp_path / "h200", "partial")
+    result = tune(request(replay_dir=tmp_path, sampler="grid"))
+    assert result.missing > 0 and result.missing == result.outcomes[0].missing
+    assert set(result.frame()["family"]) == {"naive", "gather"}
+
+
+def test_study_plans_name_one_study_per_shape_and_dtype() -> None:
+    two = request(dtypes=("bf16", "fp16"), study="mine", sampler="grid")
+    plans = study_plans(two, "h200", 7)
+    names = [default_study_name("h200", F.SMALL, DTYPES[d], "mine") for d in two.dtypes]
+    assert [p.study_name for p in plans] == names
+    assert {(p.seed, p.trials, p.sampler) for p in plans} == {(7, None, "grid")}
+    assert [p.study_name for p in study_plans(request(study="mine"), "h200", 7)] == ["mine"]
+    assert study_plans(request(), "h200", 7)[0].study_name.startswith("repkv-")
+
+
+def test_an_interrupted_run_resumes_without_measuring_anything_twice_or_losing_rows(tmp_path) -> None:
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    calls: Counter[str] = Counter()
+
+    def bench(shape, dtype, config):
+        calls[config.key] += 1
+        if sum(calls.values()) == 7:
+            raise KeyboardInterrupt
+        return F.synthetic_bench(shape, dtype, config)
+
+    runner = BenchRunner(bench, F.IDENTITY, F.copy_ms)
+    first = ResultsSink(tmp_path, "h200", "run-1")
+    with pytest.raises(KeyboardInterrupt):
+        run_plans([plan(trials=12)], runner, make_storage(storage), run_id="run-1", sink=first)
+    assert len(load_results(tmp_path)[0]) == 6  # every finished trial is on disk
+    # Resume from the same storage and results: the interrupted config may be measured
+    # again (it was never recorded); nothing recorded is.
+    stored = load_results(tmp_path)[0]
+    second = ResultsSink(tmp_path, "h200", "run-2")
+    run_plans([plan(trials=12)], runner, make_storage(storage), run_id="run-2", sink=second, stored=stored)
+    frame, _ = load_results(tmp_path)
+    assert frame["config_key"].is_unique
+    assert frame["config_key"].nunique() == 12
+    assert set(frame["run_id"]) == {"run-1", "run-2"}
+    assert max(calls.values()) <= 2 and sum(1 for n in calls.values() if n == 2) <= 1
+
+
+def test_configs_in_the_results_store_are_answered_not_measured(tmp_path) -> None:
+    first = F.synthetic_runner()
+    sink = ResultsSink(tmp_path, "h200", "old")
+    StudyLoop(plan(trials=10, study_name="old"), first, None, run_id="old", sink=sink).run()
+    sink.close()
+    stored = load_results(tmp_path)[0]
+    # A new study (another name, another seed) proposes some of the same configs.
+    runner = F.synthetic_runner()
+    outcomes = run_plans([plan(sampler="grid", study_name="new")], runner, None, run_id="new", stored=stored)
+    measured = {c.key for _, _, c in runner.calls}
+    assert measured.isdisjoint(set(stored["config_key"]))
+    assert len(measured) + 10 == outcomes[0].space_size
+    assert len(outcomes[0].rows) == outcomes[0].space_size
+
+
+def test_a_changed_kernel_source_is_measured_again(tmp_path) -> None:
+    sink = ResultsSink(tmp_path, "h200", "old")
+    StudyLoop(plan(trials=5), F.synthetic_runner(), None, run_id="old", sink=sink).run()
+    stored = load_results(tmp_path)[0]
+    stored["source_hash"] = "0" * 16
+    runner = F.synthetic_runner()
+    run_plans([plan(trials=5, study_name="other")], runner, None, run_id="new", stored=stored)
+    assert len(runner.calls) == 5

@@ -1,0 +1,265 @@
+"""The tuning pipeline: what `python -m tuner tune` does, callable without a command line.
+
+    request = TuneRequest(shapes=(Shape.parse("B=8,T=1024,NH=32,NH_KV=8,HD=128"),), dtypes=("bf16",),
+                          replay_dir=Path("results/data"), gpu="h200", storage="memory")
+    result = tune(request)              # or tune(request, runner) with a runner of your own
+    result.frame()                      # every row the studies know
+
+`tune` picks the runner (the one given, else a replay of `replay_dir`, else the GPU's), the
+GPU label, the Optuna storage and the results sink; runs one study per shape and dtype in
+turn (`run_plans`) and returns what happened. It closes the runner. A request that cannot
+run raises TuneError, whose message says what to do (in terms of the command line's flags,
+which the request's fields mirror). Ctrl-C ends the run early: the result says
+`interrupted`, and the same request run again resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from optuna.storages import BaseStorage
+
+from results.schema import SHAPE_COLUMNS
+from results.store import load_results, read_dirs, user_results_dir
+from tuner.claims import stored_answers
+from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
+from tuner.presets import DEFAULT_SHAPES, DEFAULT_TRIALS
+from tuner.replay import NoRecording, ReplayRunner
+from tuner.report import ProgressBars
+from tuner.rows import ResultsSink, new_run_id
+from tuner.runner import Runner
+from tuner.samplers import UnavailableSampler, make_sampler
+from tuner.storage import InvalidStorage, default_storage_url, make_storage
+from tuner.study import ProgressHook, StudyLoop, StudyOutcome, StudyPlan
+from variants import DTYPES, FAMILIES, DType, Family, Shape
+
+log = logging.getLogger(__name__)
+
+
+class TuneError(ValueError):
+    """A request that cannot run: the message says what to do."""
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """What to tune and how; each field mirrors a flag of `python -m tuner tune`."""
+
+    shapes: tuple[Shape, ...] = DEFAULT_SHAPES
+    dtypes: tuple[str, ...] = tuple(DTYPES)  # names: fp32, bf16, fp16
+    gpu: str | None = None  # label; default from the device name (replay: the recording's only one)
+    force_gpu_label: bool = False  # accept a label that names another GPU than the device
+    sampler: str = "tpe"
+    seed: int | None = None  # None: a fresh one, recorded in every row
+    trials: int = DEFAULT_TRIALS  # distinct configurations per shape and dtype (grid: all)
+    timeout_s: float | None = None  # per shape and dtype
+    study: str | None = None  # study name prefix (the whole name for one shape and dtype)
+    storage: str | None = None  # Optuna storage URL; default sqlite in the results directory
+    results_dir: Path | None = None  # None: the user's results directory, or nothing with replay_dir
+    replay_dir: Path | None = None  # answer trials from recorded parquet (no GPU)
+    device: int = 0  # CUDA device index
+    trial_timeout_s: float = 10.0  # seconds before a hung kernel's worker is killed
+    progress: bool = True  # a progress bar per study on stderr
+
+
+@dataclass
+class TuneResult:
+    gpu: str  # the label rows are filed under
+    device_name: str  # as the runner's device reports it
+    seed: int
+    run_id: str
+    outcomes: list[StudyOutcome] = field(default_factory=list)  # the studies that finished
+    interrupted: bool = False
+    missing: int = 0  # configurations proposed that the replayed recording lacks
+    rows: int = 0  # rows written by this run
+    files: list[Path] = field(default_factory=list)  # where
+
+    def frame(self) -> pd.DataFrame:
+        return outcome_frame(self.outcomes)
+
+
+def kernels_hash(families: Mapping[str, Family] | None = None) -> str:
+    registry = FAMILIES if families is None else families
+    joined = ",".join(f"{n}:{f.source_hash}" for n, f in sorted(registry.items()))
+    return hashlib.sha256(joined.encode()).hexdigest()[:8]
+
+
+def default_study_name(gpu: str, shape: Shape, dtype: DType, prefix: str | None = None) -> str:
+    """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16'. The kernel sources'
+    hash is part of the default prefix: edited kernels start a fresh study."""
+    if prefix is None:
+        prefix = f"repkv-{kernels_hash()}"
+    return f"{prefix}/{gpu}/{shape.key}/{dtype.name}"
+
+
+def study_plans(request: TuneRequest, gpu: str, seed: int) -> list[StudyPlan]:
+    """One plan per shape and dtype of the request, in that order."""
+    single = len(request.shapes) * len(request.dtypes) == 1
+    return [
+        StudyPlan(
+            gpu=gpu,
+            shape=shape,
+            dtype=DTYPES[d],
+            study_name=(
+                request.study
+                if request.study and single
+                else default_study_name(gpu, shape, DTYPES[d], request.study)
+            ),
+            sampler=request.sampler,
+            seed=seed,
+            trials=None if request.sampler == "grid" else request.trials,
+            timeout_s=request.timeout_s,
+        )
+        for shape in request.shapes
+        for d in request.dtypes
+    ]
+
+
+def run_plans(
+    plans: list[StudyPlan],
+    runner: Runner,
+    storage: BaseStorage | str | None,
+    *,
+    run_id: str,
+    sink: ResultsSink | None = None,
+    stored: pd.DataFrame | None = None,
+    families: Mapping[str, Family] | None = None,
+    progress_factory: Callable[[StudyPlan], ProgressHook | None] | None = None,
+    on_done: Callable[[StudyOutcome], None] | None = None,
+) -> list[StudyOutcome]:
+    """Every plan in turn, one study each; rows are flushed after each trial and at the end."""
+    outcomes = []
+    try:
+        for plan in plans:
+            known = (
+                stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families)
+                if stored is not None
+                else None
+            )
+            progress = progress_factory(plan) if progress_factory else None
+            started = time.monotonic()
+            loop = StudyLoop(
+                plan,
+                runner,
+                storage,
+                run_id=run_id,
+                sink=sink,
+                known=known,
+                families=families,
+                progress=progress,
+            )
+            outcome = loop.run()
+            log.info(
+                "%s: %d measured in %.1f s",
+                plan.study_name,
+                len(outcome.measured),
+                time.monotonic() - started,
+            )
+            outcomes.append(outcome)
+            if on_done is not None:
+                on_done(outcome)
+    finally:
+        if sink is not None:
+            sink.close()
+    return outcomes
+
+
+def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
+    """Every row the outcomes know (measured, or answered from the store or the study)."""
+    rows = [row for o in outcomes for row in o.rows.values()]
+    if not rows:
+        return pd.DataFrame(columns=[*SHAPE_COLUMNS, "gpu", "dtype"])
+    return pd.DataFrame(rows)
+
+
+def gpu_runner(device: int = 0, timeout_s: float = 10.0) -> Runner:
+    """The GPU's runner (CuPy, imported only now)."""
+    try:
+        from tuner.gpu.runner import GpuRunner
+    except ImportError as exc:
+        raise TuneError(
+            f"no GPU runner here ({exc}); install the CUDA extra (pip install -e '.[cuda12]') "
+            "or replay a recording with --replay DIR"
+        ) from None
+    return GpuRunner(device=device, timeout_s=timeout_s)
+
+
+def tune(
+    request: TuneRequest, runner: Runner | None = None, *, echo: Callable[[str], None] | None = None
+) -> TuneResult:
+    """Run the request's studies (see the module's notes). `runner` replaces the replay or
+    GPU runner; `echo` receives a line saying what is about to run."""
+    unknown = [d for d in request.dtypes if d not in DTYPES]
+    if unknown:
+        raise TuneError(f"unknown dtype {unknown[0]!r}: use --dtype with {', '.join(DTYPES)}")
+    if request.trials < 1:
+        raise TuneError("--trials must be at least 1")
+    seed = request.seed if request.seed is not None else secrets.randbelow(2**31)
+    try:
+        make_sampler(request.sampler, seed)
+    except UnavailableSampler as exc:
+        raise TuneError(str(exc)) from None
+
+    if runner is None and request.replay_dir is not None:
+        try:
+            runner = ReplayRunner.from_directory(request.replay_dir, request.gpu)
+        except NoRecording as exc:
+            raise TuneError(f"{exc} (in {request.replay_dir})") from None
+        gpu = runner.gpu
+        results_dir = request.results_dir  # replays write only where asked to
+    else:
+        runner = runner or gpu_runner(request.device, request.trial_timeout_s)
+        try:
+            gpu = resolve_label(request.gpu, runner.identity.name, force=request.force_gpu_label)
+        except (GpuLabelMismatch, InvalidGpuLabel) as exc:
+            runner.close()
+            raise TuneError(str(exc)) from None
+        results_dir = request.results_dir if request.results_dir is not None else user_results_dir()
+
+    storage_url = request.storage or (default_storage_url(results_dir) if results_dir else None)
+    try:
+        storage = make_storage(storage_url)
+    except InvalidStorage as exc:
+        runner.close()
+        raise TuneError(str(exc)) from None
+
+    result = TuneResult(gpu=gpu, device_name=runner.identity.name, seed=seed, run_id=new_run_id())
+    sink = ResultsSink(results_dir, gpu, result.run_id) if results_dir else None
+    # what is already measured: the results directory, and the bundled results unless replaying
+    bundled = request.replay_dir is None
+    stored = load_results(read_dirs(results_dir, bundled=bundled))[0] if results_dir else None
+    plans = study_plans(request, gpu, seed)
+    if echo is not None:
+        echo(
+            f"tuning {gpu} ({result.device_name}): {len(request.shapes)} shapes x {len(request.dtypes)} "
+            f"dtypes, sampler {request.sampler} seed {seed}, run {result.run_id}"
+        )
+    bars = ProgressBars(enabled=request.progress)
+    try:
+        run_plans(
+            plans,
+            runner,
+            storage,
+            run_id=result.run_id,
+            sink=sink,
+            stored=stored,
+            progress_factory=bars,
+            on_done=lambda o: (bars.close(), result.outcomes.append(o)),
+        )
+    except KeyboardInterrupt:
+        result.interrupted = True
+    except NoRecording as exc:
+        raise TuneError(f"{exc}: replay only the shapes and dtypes the recording holds") from None
+    finally:
+        bars.close()
+        runner.close()
+    result.missing = sum(runner.missing.values())
+    if sink is not None:
+        result.rows, result.files = len(sink.rows), list(sink.files)
+    return result
