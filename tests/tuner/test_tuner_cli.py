@@ -9,12 +9,9 @@ import optuna
 import pytest
 import tuner_fakes as F
 
-from results.schema import Status
 from results.store import load_results
-from tuner import replay_eval
 from tuner.cli import main
-from tuner.replay import NoRecording, ReplayRunner
-from variants import BASELINE, DTYPES, FAMILIES
+from variants import DTYPES, FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -26,22 +23,6 @@ def recording(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("recording")
     F.write_recording(directory, [F.SMALL], ["bf16"])
     return directory
-
-
-def test_replay_answers_recorded_configs_and_reports_missing_ones(recording: Path) -> None:
-    runner = ReplayRunner.from_directory(recording)
-    assert runner.gpu == "h200" and runner.identity.name == "NVIDIA H200" and runner.identity.sm_count == 132
-    bf16 = DTYPES["bf16"]
-    assert runner.copy_time(F.SMALL, bf16) == pytest.approx(F.copy_ms(F.SMALL, bf16))
-    answer = runner.measure(F.SMALL, bf16, BASELINE)
-    assert answer.ok and answer.time_ms == pytest.approx(F.synthetic_ms(F.SMALL, bf16, BASELINE))
-    missing = runner.measure(F.SHAPE, bf16, BASELINE)
-    assert missing.status == Status.MISSING
-    assert sum(runner.missing.values()) == 1
-    with pytest.raises(NoRecording, match="copy time"):
-        runner.copy_time(F.SMALL, DTYPES["fp32"])
-    with pytest.raises(NoRecording, match="h200"):
-        ReplayRunner.from_directory(recording, "a100")
 
 
 def test_replay_cli_runs_the_study_loop_without_a_gpu(recording: Path, tmp_path: Path, capsys) -> None:
@@ -68,38 +49,11 @@ def test_configs_missing_from_a_recording_are_counted_never_written(tmp_path: Pa
     assert "not in the recording" in capsys.readouterr().err
 
 
-def test_replay_eval_counts_trials_to_the_optimum(recording: Path) -> None:
-    frame = replay_eval.load(recording)
-    results = replay_eval.evaluate(frame, samplers=("tpe", "random"), seeds=3, max_trials=60)
-    assert len(results) == 6
-    for r in results:
-        assert 1 <= r.trials <= 60 or r.trials == float("inf")
-    table = replay_eval.summary(results)
-    assert set(table["sampler"]) == {"tpe", "random"}
-    assert set(replay_eval.overall_medians(results)) == {"tpe", "random"}
-
-
-def test_replay_eval_judges_only_exhaustive_recordings(tmp_path: Path) -> None:
-    from results.store import write_table
-
-    full = F.recording_rows([F.SMALL], ["bf16"])
-    partial = [r for r in F.recording_rows([F.SHAPE], ["bf16"]) if r["family"] != "split"]
-    write_table(full + partial, tmp_path / "h200", "mixed")
-    runner = ReplayRunner(replay_eval.load(tmp_path), "h200")
-    assert len(runner.groups()) == 2
-    assert [(s.key, d) for s, d in replay_eval.exhaustive_groups(runner)] == [(SMALL, "bf16")]
-
-
 def test_replay_eval_cli(recording: Path, capsys) -> None:
     rc = main(["replay-eval", str(recording), "--seeds", "2", "--max-trials", "30", "--samplers", "random"])
     assert rc == 0
     out = capsys.readouterr().out
     assert "random: median" in out and "target of 25 trials" in out
-
-
-def test_trials_to_target() -> None:
-    assert replay_eval.trials_to_target([("a", 3.0), ("b", 1.5), ("c", 1.0)], 1.5) == 2
-    assert replay_eval.trials_to_target([("a", 3.0)], 1.0) == float("inf")
 
 
 def test_usage_errors_print_one_line_and_return_2(capsys) -> None:

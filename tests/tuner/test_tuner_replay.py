@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tuner_fakes as F
+
+from results.schema import Status
+from tuner.replay import NoRecording, ReplayRunner
+from variants import BASELINE, DTYPES
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("recording")
+    F.write_recording(directory, [F.SMALL], ["bf16"])
+    return directory
+
+
+def test_replay_answers_recorded_configs_and_reports_missing_ones(recording: Path) -> None:
+    runner = ReplayRunner.from_directory(recording)
+    assert runner.gpu == "h200" and runner.identity.name == "NVIDIA H200" and runner.identity.sm_count == 132
+    bf16 = DTYPES["bf16"]
+    assert runner.copy_time(F.SMALL, bf16) == pytest.approx(F.copy_ms(F.SMALL, bf16))
+    answer = runner.measure(F.SMALL, bf16, BASELINE)
+    assert answer.ok and answer.time_ms == pytest.approx(F.synthetic_ms(F.SMALL, bf16, BASELINE))
+    missing = runner.measure(F.SHAPE, bf16, BASELINE)
+    assert missing.status == Status.MISSING
+    assert sum(runner.missing.values()) == 1
+    with pytest.raises(NoRecording, match="copy time"):
+        runner.copy_time(F.SMALL, DTYPES["fp32"])
+    with pytest.raises(NoRecording, match="h200"):
+        ReplayRunner.from_directory(recording, "a100")
