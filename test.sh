@@ -19,4 +19,7 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[dev]"
+# The PyTorch operators' CPU tests and the Triton peer (interpreter mode) need torch and
+# triton: the CPU build of torch (2.13.0 is the one this CI's machines carry), any triton.
+.venv/bin/python -m pip install -q "torch==2.13.0" "triton>=3.0"
 exec .venv/bin/python -m pytest "$@"
