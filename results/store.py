@@ -3,7 +3,9 @@
 Each run (and each worker of a fleet) writes its own file, `<run_id>.parquet`, so writers
 never collide. A write goes to a hidden temporary name first and is then renamed over the
 target (`os.replace` is atomic on POSIX), so a reader sees the old file or the new one,
-never half of one.
+never half of one. The temporary name says who writes it (`.tmp-<pid>@<host>@....parquet`):
+a process killed while writing leaves it behind, and `clean_stale_temporaries` removes the
+ones whose process no longer runs on this host.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import logging
 import math
 import os
 import re
+import socket
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 BUNDLED_RESULTS = Path(__file__).resolve().parent / "data"
 APP_NAME = "repkv-tune"
 TEMP_PREFIX = ".tmp-"
+LEGACY_TEMP_AGE_S = 3600.0  # a temporary without a writer's name, older than this, is garbage
+_HOST = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()) or "host"
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -90,7 +96,7 @@ def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Pat
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{run_id}.parquet"
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".parquet", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=".parquet", dir=directory)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are shared data
     try:
@@ -100,6 +106,56 @@ def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Pat
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def temp_prefix(pid: int | None = None) -> str:
+    return f"{TEMP_PREFIX}{os.getpid() if pid is None else pid}@{_HOST}@"
+
+
+def _writer(name: str) -> tuple[int, str] | None:
+    """(pid, host) of a temporary file's writer, from its name (None for older names)."""
+    parts = name[len(TEMP_PREFIX) :].split("@")
+    if len(parts) < 3 or not parts[0].isdigit():
+        return None
+    return int(parts[0]), parts[1]
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_temporaries(directory: Path, *, now: float | None = None) -> list[Path]:
+    """Remove the temporary files under directory left by writers that died: those named
+    after a process of this host that no longer runs, and unnamed ones (older versions) more
+    than an hour old. Temporaries of other hosts and of live processes are left alone.
+    Returns what was removed."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    now = time.time() if now is None else now
+    removed = []
+    for path in directory.rglob(f"{TEMP_PREFIX}*.parquet"):
+        writer = _writer(path.name)
+        try:
+            if writer is None:
+                stale = now - path.stat().st_mtime > LEGACY_TEMP_AGE_S
+            else:
+                pid, host = writer
+                stale = host == _HOST and pid != os.getpid() and not _running(pid)
+            if stale:
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue  # gone already, or not ours to remove
+    if removed:
+        log.info("removed %d temporary files of dead writers under %s", len(removed), directory)
+    return removed
 
 
 def _umask() -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from results.schema import Status
+from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, Measurement, Runner
 from variants import Config, DType, Shape
 
@@ -20,9 +21,12 @@ CopyBench = Callable[[Shape, DType], float]
 
 
 def guarded(bench: Bench, shape: Shape, dtype: DType, config: Config) -> Measurement:
-    """bench's answer, or a "crash" Measurement when it raises (never KeyboardInterrupt)."""
+    """bench's answer, or a "crash" Measurement when it raises (never KeyboardInterrupt, nor
+    TrialInterrupted: a measurement cut short by a stop request is no result)."""
     try:
         return bench(shape, dtype, config)
+    except TrialInterrupted:
+        raise
     except Exception as exc:
         return Measurement.failed(Status.CRASH, f"{type(exc).__name__}: {exc}")
 
@@ -39,5 +43,7 @@ class BenchRunner(Runner):
         return self.copy(shape, dtype)
 
     def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement:
+        if self.stop:
+            raise TrialInterrupted
         self.calls.append((shape, dtype, config))
         return guarded(self.bench, shape, dtype, config)

@@ -1,21 +1,25 @@
-"""De-duplication: no configuration is measured twice for one GPU, shape and dtype.
+"""De-duplication and the budget: no configuration is measured twice for one GPU, shape and
+dtype, and a study measures at most its budget of distinct configurations, however many
+workers share it.
 
-Before measuring, a trial looks for an answer in the results store (rows with the same
-kernel source, `stored_answers`) and in the study's finished trials; it then claims the
-configuration and yields (pruned, no row) if another live trial of the study claims it too
-(`claims_on`). Two workers that claim at once may both yield, never both measure: each writes
-its claim before it reads the others'.
+A trial claims its configuration (ATTR_KEY), then reads the study (`Snapshot`): it answers
+from another trial that holds the configuration's result, yields (pruned, no row) if a
+running trial claims it too, and otherwise takes a place in the budget (`slots_before`) or
+waits for the running trials before it to settle. Two workers that claim at once may both
+yield, never both measure: each writes its claim before it reads the others'. Right before
+measuring it looks in the results store again (`tuner.store_watch`): rows any worker wrote.
 
 Workers sharing a study tell each other what a trial is doing through its user attributes:
 the configuration it claims (ATTR_KEY), then what it ended as (`record`, read back by
-`recorded`), so that a worker answers from another's trial without its row.
+`recorded`), written after the row is on disk and before the trial is told to Optuna. A
+worker answers from another's trial without reading its row, even from a trial whose worker
+died after recording (its retried copy carries the record).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 import optuna
@@ -32,8 +36,6 @@ ATTR_STATUS = "status"
 ATTR_TIME = "time_ms"
 ATTR_COPY = "copy_ms"
 ATTR_SOURCE = "answered_from"  # "store" or "study" when nothing was measured
-# A claim without heartbeat this old belongs to a dead worker (a trial takes seconds).
-STALE_CLAIM_S = 600.0
 
 
 def stored_answers(
@@ -63,44 +65,118 @@ def stored_answers(
     return answers
 
 
+# What `mark` says of a trial that measured nothing (it answers nothing): the statuses that
+# never reach a row, and two that are not statuses of a configuration at all.
+INTERRUPTED = "interrupted"  # the run was stopped before the trial measured anything
+OVER_BUDGET = "over_budget"  # the study already holds its --trials configurations
+NOTHING_MEASURED = frozenset(
+    {Status.INVALID.value, Status.DUPLICATE.value, Status.MISSING.value, INTERRUPTED, OVER_BUDGET}
+)
+
+
+def answers(trial: FrozenTrial) -> bool:
+    """Whether trial holds a result another worker can answer from: a completed trial that
+    measured or answered its configuration, or one whose worker recorded its result (its row
+    was written first) and then died before telling Optuna."""
+    status = trial.user_attrs.get(ATTR_STATUS)
+    if trial.user_attrs.get(ATTR_KEY) is None or status is None or status in NOTHING_MEASURED:
+        return False
+    if trial.state == TrialState.COMPLETE:
+        return trial.value is not None
+    return trial.state == TrialState.FAIL and ATTR_TIME in trial.user_attrs
+
+
+def value_of(trial: FrozenTrial) -> float:
+    """The objective value a trial that `answers` stands for."""
+    if trial.state == TrialState.COMPLETE and trial.value is not None:
+        return float(trial.value)
+    measurement, copy_ms = recorded(trial)
+    if not measurement.ok or not math.isfinite(measurement.time_ms) or not copy_ms > 0:
+        return math.inf
+    return measurement.time_ms / copy_ms
+
+
+class Snapshot:
+    """One read of every trial of the study, and what the workers learn from it."""
+
+    def __init__(self, trials: list[FrozenTrial]) -> None:
+        self.trials = trials
+        self.done: dict[str, FrozenTrial] = {}  # key -> the first trial that answers it
+        self.running: list[FrozenTrial] = []
+        self.waiting = 0
+        self.missing: set[str] = set()  # configurations a replayed recording lacks
+        for t in trials:
+            key = t.user_attrs.get(ATTR_KEY)
+            if t.state == TrialState.RUNNING:
+                self.running.append(t)
+            elif t.state == TrialState.WAITING:
+                self.waiting += 1
+            elif key is not None and answers(t):
+                self.done.setdefault(key, t)
+            elif key is not None and t.user_attrs.get(ATTR_STATUS) == Status.MISSING.value:
+                self.missing.add(key)
+
+    @classmethod
+    def read(cls, study: optuna.Study) -> Snapshot:
+        return cls(study.get_trials(deepcopy=False))
+
+    def values(self) -> dict[str, float]:
+        """config key -> value, over the trials that answer."""
+        return {k: value_of(t) for k, t in self.done.items()}
+
+    def claims(self, me: int | None = None) -> dict[str, FrozenTrial]:
+        """key -> a running trial (not number `me`) that claims it."""
+        return {
+            t.user_attrs[ATTR_KEY]: t
+            for t in self.running
+            if t.number != me and t.user_attrs.get(ATTR_KEY) is not None
+        }
+
+    def slots_before(self, me: int) -> tuple[int, int]:
+        """(settled, taken): the distinct configurations the study holds answers for, and those
+        plus the configurations the running trials numbered below `me` may add (one each for
+        a trial that has not claimed yet). Trial numbers are handed out by the storage, so
+        the running trials agree on who comes first: a trial measures only if `taken` is
+        below the budget, and no two trials can both take the last place."""
+        keys = set(self.done)
+        settled = len(keys)
+        unclaimed = 0
+        for t in self.running:
+            if t.number >= me:
+                continue
+            key = t.user_attrs.get(ATTR_KEY)
+            if key is None:
+                unclaimed += 1
+            else:
+                keys.add(key)
+        return settled, len(keys) + unclaimed
+
+
 class Claims(NamedTuple):
     """Who else holds a configuration."""
 
-    finished: FrozenTrial | None  # a finished trial of the study that answers it
-    live: bool  # whether a live trial (not stale) claims it
+    finished: FrozenTrial | None  # a trial of the study that answers it
+    live: bool  # whether a running trial claims it
 
 
 def claims_on(study: optuna.Study, key: str, me: int) -> Claims:
     """The other trials of the study (all but trial number `me`) that hold key."""
-    finished, live = None, False
-    horizon = datetime.now() - timedelta(seconds=STALE_CLAIM_S)
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-        if t.number == me or t.user_attrs.get(ATTR_KEY) != key:
-            continue
-        if t.state == TrialState.COMPLETE and t.user_attrs.get(ATTR_STATUS) not in (None, Status.DUPLICATE):
-            finished = t
-            break
-        if t.state == TrialState.RUNNING and (t.datetime_start is None or t.datetime_start > horizon):
-            live = True
-    return Claims(finished, live)
+    snap = Snapshot.read(study)
+    finished = snap.done.get(key)
+    if finished is not None and finished.number == me:
+        finished = None
+    return Claims(finished, key in snap.claims(me))
 
 
 def distinct_done(study: optuna.Study) -> dict[str, float]:
-    """config key -> value, over the study's completed trials."""
-    done: dict[str, float] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        key = t.user_attrs.get(ATTR_KEY)
-        if key is not None and t.value is not None:
-            done[key] = t.value
-    return done
+    """config key -> value, over the study's trials that answer."""
+    return Snapshot.read(study).values()
 
 
 def finished_trial(study: optuna.Study, key: str) -> FrozenTrial:
-    """The study's first completed trial of key (StopIteration if none)."""
+    """The study's first trial that answers key (StopIteration if none)."""
     return next(
-        t
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if t.user_attrs.get(ATTR_KEY) == key
+        t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(ATTR_KEY) == key and answers(t)
     )
 
 
@@ -109,9 +185,10 @@ def claim(trial: Trial, key: str) -> None:
     trial.set_user_attr(ATTR_KEY, key)
 
 
-def mark(trial: Trial, status: Status) -> None:
-    """What a trial that measured nothing ended as (invalid, duplicate, missing)."""
-    trial.set_user_attr(ATTR_STATUS, status.value)
+def mark(trial: Trial, status: Status | str) -> None:
+    """What a trial that measured nothing ended as (invalid, duplicate, missing, interrupted,
+    over budget)."""
+    trial.set_user_attr(ATTR_STATUS, str(status))
 
 
 def record(trial: Trial, row: Mapping[str, Any]) -> None:

@@ -9,6 +9,8 @@ them offline, show the winners, or measure how fast the samplers find the optimu
     python -m tuner best --gpu h200
     python -m tuner export --format cuda-header --gpu h200 -o repkv_tuned.cuh
     python -m tuner replay-eval results/data --gpu h200 --seeds 20
+    python -m tuner --devices all                     # a worker per GPU of this host, one study
+    python -m tuner merge host-a/ host-b/ -o merged/  # several results directories in one
 
 This module parses, dispatches (COMMANDS) and renders; tuning is `tuner.pipeline.tune`.
 Usage errors print one line that says what to do and return 2. Nothing here imports CuPy
@@ -25,7 +27,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from results.schema import SHAPE_COLUMNS
 from results.store import load_results, read_dirs, user_results_dir
+from tuner.interrupt import EXIT_INTERRUPTED
 from tuner.presets import (
     DEFAULT_BATCH,
     DEFAULT_SEQ,
@@ -37,6 +41,7 @@ from tuner.presets import (
 )
 from tuner.runner import Runner
 from tuner.samplers import SAMPLERS, UnavailableSampler, make_sampler
+from tuner.study import HEARTBEAT_S
 from variants import DTYPES, InvalidShape, Shape
 
 if TYPE_CHECKING:
@@ -98,9 +103,21 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     )
     g.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     g.add_argument(
+        "--devices",
+        metavar="all|0,1,..",
+        help="one measuring process per GPU (all of this host's, or these), sharing each study",
+    )
+    g.add_argument(
         "--trial-timeout", type=float, default=10.0, help="seconds before a hung kernel's worker is killed"
     )
     g.add_argument("--replay", type=Path, metavar="DIR", help="answer trials from recorded parquet (no GPU)")
+    g.add_argument(
+        "--replay-delay",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="with --replay: answer each trial after S seconds, as a GPU would take",
+    )
     s = p.add_argument_group("shapes")
     s.add_argument("--shape", action="append", metavar="B=..,T=..,NH=..,NH_KV=..,HD=..", help="repeatable")
     s.add_argument(
@@ -123,8 +140,16 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--seed", type=int, help="sampler seed (default: a fresh one, recorded in every row)")
     o.add_argument(
         "--storage",
-        help="Optuna storage: sqlite:///FILE (default <results>/optuna.db), journal:FILE, "
-        "postgresql://..., or memory",
+        help="Optuna storage: journal:FILE (default <results>/optuna.journal; the processes of one host), "
+        "postgresql://... (several hosts), sqlite:///FILE (one process), or memory",
+    )
+    o.add_argument(
+        "--heartbeat",
+        type=float,
+        default=HEARTBEAT_S,
+        metavar="S",
+        help=f"seconds between a running trial's signs of life; a worker silent for 4 is taken for dead "
+        f"and its configuration measured by another (default {HEARTBEAT_S:g})",
     )
     o.add_argument("--study", help="study name prefix (default: repkv-<kernel hash>/<gpu>/<shape>/<dtype>)")
     r = p.add_argument_group("results")
@@ -170,6 +195,14 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     add_export_arguments(p, DEFAULT_RESULTS)
 
 
+def _add_merge(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "merge", help="copy the trial rows of several results directories into one, each row once"
+    )
+    p.add_argument("sources", nargs="+", type=Path, metavar="DIR", help="results directories to read")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the directory to write")
+
+
 def _add_replay_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "replay-eval",
@@ -205,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_best(sub)
     _add_export(sub)
     _add_replay_eval(sub)
+    _add_merge(sub)
     return parser
 
 
@@ -294,6 +328,12 @@ def cmd_replay_eval(args: argparse.Namespace) -> int:
     return 1 if args.check and first > args.target else 0
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    from tuner.merge import run_merge
+
+    return run_merge(list(args.sources), args.output)
+
+
 def tune_request(args: argparse.Namespace) -> TuneRequest:
     from tuner.pipeline import TuneRequest
 
@@ -313,27 +353,69 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         device=args.device,
         trial_timeout_s=args.trial_timeout,
         progress=not args.no_progress,
+        replay_delay_s=args.replay_delay,
+        heartbeat_s=args.heartbeat,
     )
 
 
-def cmd_tune(args: argparse.Namespace, runner: Runner | None = None) -> int:
+def cmd_fleet(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """--devices: a child process per device, then the winners of what they wrote."""
+    from tuner.fleet import FleetError, run_fleet
+    from tuner.report import render_winners, winners_table
+
+    shapes, dtypes = parse_shapes(args), parse_dtypes(args.dtype)
+    results = args.results if args.results is not None or args.replay else DEFAULT_RESULTS
+    try:
+        rc = run_fleet(
+            argv,
+            args.devices,
+            replay=args.replay is not None,
+            gpu=args.gpu,
+            seed=args.seed,
+            storage=args.storage,
+            results=results,
+        )
+    except FleetError as exc:
+        raise UsageError(str(exc)) from None
+    if results is not None:
+        frame, _ = load_results(results)
+        if not frame.empty:
+            keys = {s.key for s in shapes}
+            shape_keys = frame.apply(lambda r: Shape(*(int(r[c]) for c in SHAPE_COLUMNS)).key, axis=1)
+            frame = frame[shape_keys.isin(keys).to_numpy() & frame["dtype"].isin(dtypes).to_numpy()]
+        render_winners(winners_table(frame), title=f"Winners in {results}")
+    return rc
+
+
+def cmd_tune(args: argparse.Namespace, runner: Runner | None = None, argv: Sequence[str] = ()) -> int:
+    from tuner.interrupt import StopFlag, sigint_stops
     from tuner.pipeline import TuneError, tune
     from tuner.report import render_outcomes, render_winners, winners_table
 
+    if args.replay_delay < 0 or args.heartbeat < 1:
+        raise UsageError("--replay-delay takes seconds >= 0 and --heartbeat seconds >= 1")
+    if args.devices is not None:
+        return cmd_fleet(args, argv)
     request = tune_request(args)
+    stop = StopFlag()
+    from tuner.fleet import in_fleet, watch_parent
+
+    watch_parent(stop)
     try:
-        result = tune(request, runner, echo=lambda line: print(line, file=sys.stderr))
+        with sigint_stops(stop):
+            result = tune(request, runner, echo=lambda line: print(line, file=sys.stderr), stop=stop)
     except TuneError as exc:
         raise UsageError(str(exc)) from None
     render_outcomes(result.outcomes, file=sys.stderr)
     if result.missing:
         print(f"{result.missing} proposed configurations were not in the recording", file=sys.stderr)
-    render_winners(winners_table(result.frame()), title=f"Winners on {result.gpu}")
+    if not in_fleet():  # a fleet's parent shows the winners of all its workers
+        render_winners(winners_table(result.frame()), title=f"Winners on {result.gpu}")
     if result.files:
         print(f"{result.rows} rows in {', '.join(str(f) for f in result.files)}", file=sys.stderr)
     if result.interrupted:
         print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     return 0
 
 
@@ -345,6 +427,7 @@ COMMANDS: dict[str, Command] = {
     "best": cmd_best,
     "export": cmd_export,
     "replay-eval": cmd_replay_eval,
+    "merge": cmd_merge,
 }
 
 
@@ -363,7 +446,7 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner | None = None) -> 
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    commands = {**COMMANDS, "tune": functools.partial(cmd_tune, runner=runner)}
+    commands = {**COMMANDS, "tune": functools.partial(cmd_tune, runner=runner, argv=argv)}
     try:
         return commands[args.command](args)
     except UsageError as exc:

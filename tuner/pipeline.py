@@ -9,8 +9,9 @@
 GPU label, the Optuna storage and the results sink; runs one study per shape and dtype in
 turn (`run_plans`) and returns what happened. It closes the runner. A request that cannot
 run raises TuneError, whose message says what to do (in terms of the command line's flags,
-which the request's fields mirror). Ctrl-C ends the run early: the result says
-`interrupted`, and the same request run again resumes.
+which the request's fields mirror). A stop request (`stop`, which the command line sets on
+Ctrl-C) ends the run after the current trial, or cuts the trial short without a row: the
+result says `interrupted`, holds what was measured, and the same request run again resumes.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import pandas as pd
 from optuna.storages import BaseStorage
 
 from results.schema import SHAPE_COLUMNS
-from results.store import load_results, read_dirs, user_results_dir
+from results.store import clean_stale_temporaries, load_results, read_dirs, user_results_dir
 from tuner.claims import stored_answers
 from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
+from tuner.interrupt import StopFlag
 from tuner.presets import DEFAULT_SHAPES, DEFAULT_TRIALS
 from tuner.replay import NoRecording, ReplayRunner
 from tuner.report import ProgressBars
@@ -37,7 +39,8 @@ from tuner.rows import ResultsSink, new_run_id
 from tuner.runner import Runner
 from tuner.samplers import UnavailableSampler, make_sampler
 from tuner.storage import InvalidStorage, default_storage_url, make_storage
-from tuner.study import ProgressHook, StudyLoop, StudyOutcome, StudyPlan
+from tuner.store_watch import StoreWatch
+from tuner.study import HEARTBEAT_S, ProgressHook, StudyLoop, StudyOutcome, StudyPlan
 from variants import DTYPES, FAMILIES, DType, Family, Shape
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,8 @@ class TuneRequest:
     device: int = 0  # CUDA device index
     trial_timeout_s: float = 10.0  # seconds before a hung kernel's worker is killed
     progress: bool = True  # a progress bar per study on stderr
+    replay_delay_s: float = 0.0  # a replay answers each trial after this long (as a GPU takes)
+    heartbeat_s: float = HEARTBEAT_S  # a running trial's sign of life; dead after 4 of them
 
 
 @dataclass
@@ -132,11 +137,17 @@ def run_plans(
     families: Mapping[str, Family] | None = None,
     progress_factory: Callable[[StudyPlan], ProgressHook | None] | None = None,
     on_done: Callable[[StudyOutcome], None] | None = None,
+    stop: StopFlag | None = None,
+    heartbeat_s: float = HEARTBEAT_S,
 ) -> list[StudyOutcome]:
-    """Every plan in turn, one study each; rows are flushed after each trial and at the end."""
+    """Every plan in turn, one study each; rows are flushed after each trial and at the end.
+    A stop request ends the run after the study it lands in (whose outcome is kept)."""
     outcomes = []
+    stop = stop if stop is not None else runner.stop
     try:
         for plan in plans:
+            if stop:
+                break
             known = (
                 stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families)
                 if stored is not None
@@ -153,6 +164,14 @@ def run_plans(
                 known=known,
                 families=families,
                 progress=progress,
+                stop=stop,
+                watch=(
+                    StoreWatch(sink.root, plan.gpu, plan.shape, plan.dtype, families, own=lambda: sink.files)
+                    if sink is not None
+                    else None
+                ),
+                heartbeat_s=heartbeat_s,
+                grace_s=4 * heartbeat_s,
             )
             outcome = loop.run()
             log.info(
@@ -181,20 +200,28 @@ def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
 def gpu_runner(device: int = 0, timeout_s: float = 10.0) -> Runner:
     """The GPU's runner (CuPy, imported only now)."""
     try:
-        from tuner.gpu.runner import GpuRunner
+        from tuner.gpu.runner import GpuBusy, GpuRunner
     except ImportError as exc:
         raise TuneError(
             f"no GPU runner here ({exc}); install the CUDA extra (pip install -e '.[cuda12]') "
             "or replay a recording with --replay DIR"
         ) from None
-    return GpuRunner(device=device, timeout_s=timeout_s)
+    try:
+        return GpuRunner(device=device, timeout_s=timeout_s)
+    except GpuBusy as exc:
+        raise TuneError(f"GPU {device}: {exc}") from None
 
 
 def tune(
-    request: TuneRequest, runner: Runner | None = None, *, echo: Callable[[str], None] | None = None
+    request: TuneRequest,
+    runner: Runner | None = None,
+    *,
+    echo: Callable[[str], None] | None = None,
+    stop: StopFlag | None = None,
 ) -> TuneResult:
     """Run the request's studies (see the module's notes). `runner` replaces the replay or
-    GPU runner; `echo` receives a line saying what is about to run."""
+    GPU runner; `echo` receives a line saying what is about to run; `stop` is looked at
+    between trials (and by the runner while it waits)."""
     unknown = [d for d in request.dtypes if d not in DTYPES]
     if unknown:
         raise TuneError(f"unknown dtype {unknown[0]!r}: use --dtype with {', '.join(DTYPES)}")
@@ -208,7 +235,9 @@ def tune(
 
     if runner is None and request.replay_dir is not None:
         try:
-            runner = ReplayRunner.from_directory(request.replay_dir, request.gpu)
+            runner = ReplayRunner.from_directory(
+                request.replay_dir, request.gpu, delay_s=request.replay_delay_s
+            )
         except NoRecording as exc:
             raise TuneError(f"{exc} (in {request.replay_dir})") from None
         gpu = runner.gpu
@@ -222,9 +251,14 @@ def tune(
             raise TuneError(str(exc)) from None
         results_dir = request.results_dir if request.results_dir is not None else user_results_dir()
 
+    stop = stop if stop is not None else StopFlag()
+    runner.stop = stop
+    stop.on_abort(runner.abort)
+    if results_dir is not None:
+        clean_stale_temporaries(results_dir)
     storage_url = request.storage or (default_storage_url(results_dir) if results_dir else None)
     try:
-        storage = make_storage(storage_url)
+        storage = make_storage(storage_url, heartbeat_interval=request.heartbeat_s)
     except InvalidStorage as exc:
         runner.close()
         raise TuneError(str(exc)) from None
@@ -251,14 +285,17 @@ def tune(
             stored=stored,
             progress_factory=bars,
             on_done=lambda o: (bars.close(), result.outcomes.append(o)),
+            stop=stop,
+            heartbeat_s=request.heartbeat_s,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # only where no handler turned Ctrl-C into the stop flag
         result.interrupted = True
     except NoRecording as exc:
         raise TuneError(f"{exc}: replay only the shapes and dtypes the recording holds") from None
     finally:
         bars.close()
         runner.close()
+    result.interrupted = result.interrupted or bool(stop) or any(o.interrupted for o in result.outcomes)
     result.missing = sum(runner.missing.values())
     if sink is not None:
         result.rows, result.files = len(sink.rows), list(sink.files)

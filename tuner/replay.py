@@ -5,6 +5,10 @@ A configuration is answered with what was measured for it on that GPU label, sha
 dtype; the copy time is the recorded same-run copy. A configuration the recording lacks is
 answered with status MISSING: the study does not write it, counts it and reports it at
 the end. Nothing is ever invented.
+
+`delay_s` makes every answer take that long (`--replay-delay`), as a GPU's measurement
+does: a fleet test can then stop or kill a worker in the middle of a trial. The delay is
+cut short by a stop request (the trial then ends without a row).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import pandas as pd
 
 from results.schema import SHAPE_COLUMNS, Status
 from results.store import load_results
+from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, GroupKey, Measurement, Runner
 from variants import Config, DType, Shape
 
@@ -47,8 +52,9 @@ def choose_label(frame: pd.DataFrame, gpu: str | None) -> str:
 class ReplayRunner(Runner):
     """Answers trials from the rows of one GPU label."""
 
-    def __init__(self, frame: pd.DataFrame, gpu: str | None = None) -> None:
+    def __init__(self, frame: pd.DataFrame, gpu: str | None = None, *, delay_s: float = 0.0) -> None:
         super().__init__()
+        self.delay_s = max(0.0, float(delay_s))
         self.gpu = choose_label(frame, gpu)
         rows = frame[frame["gpu"] == self.gpu]
         first = rows.iloc[0]
@@ -67,11 +73,11 @@ class ReplayRunner(Runner):
         self._index(rows)
 
     @classmethod
-    def from_directory(cls, directory: Path, gpu: str | None = None) -> ReplayRunner:
+    def from_directory(cls, directory: Path, gpu: str | None = None, *, delay_s: float = 0.0) -> ReplayRunner:
         frame, _ = load_results(Path(directory))
         if frame.empty:
             raise NoRecording(f"no trial rows under {directory}")
-        return cls(frame, gpu)
+        return cls(frame, gpu, delay_s=delay_s)
 
     def _index(self, rows: pd.DataFrame) -> None:
         groups = rows.groupby([*SHAPE_COLUMNS, "dtype"], sort=True)
@@ -104,6 +110,8 @@ class ReplayRunner(Runner):
             ) from None
 
     def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement:
+        if self.stop.sleep(self.delay_s):
+            raise TrialInterrupted
         answer = self._answers.get((shape.key, dtype.name, config.key))
         if answer is None:
             self.missing[(shape.key, dtype.name)] += 1

@@ -118,7 +118,8 @@ class ResultsSink:
     def __init__(
         self, directory: Path, gpu: str, run_id: str, *, flush_every: int = 1, part_rows: int = 2000
     ) -> None:
-        self.directory = Path(directory) / gpu
+        self.root = Path(directory)
+        self.directory = self.root / gpu
         self.run_id = run_id
         self.flush_every = max(1, flush_every)
         self.part_rows = max(1, part_rows)

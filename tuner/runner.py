@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
 from results.schema import Status
+from tuner.interrupt import StopFlag
 from variants import Config, DType, Shape
 
 
@@ -29,6 +30,7 @@ class GpuIdentity:
     cuda_version: str = ""
     cupy_version: str = ""
     host: str = field(default_factory=socket.gethostname)
+    pci_bus_id: str = ""  # "0000:3B:00.0": which of the host's GPUs (one measuring process each)
 
     def as_row(self) -> dict[str, object]:
         return asdict(self)
@@ -70,12 +72,19 @@ class Runner(ABC):
     `missing` counts, per (shape key, dtype), the configurations asked for that this runner
     cannot answer: their measurements have status MISSING (a replay's recording lacks them).
     A runner that answers everything leaves it empty.
+
+    `stop` is the run's stop request (Ctrl-C): a runner that waits (a replay's delay, the GPU
+    worker's answer) looks at it while waiting and raises TrialInterrupted when it is set,
+    so that a stop never waits for a long measurement; the pipeline hands it its own flag.
+    `abort()` ends at once whatever the runner started (the GPU worker process): the second
+    Ctrl-C calls it from a signal handler just before the process exits.
     """
 
     identity: GpuIdentity
 
     def __init__(self) -> None:
         self.missing: Counter[GroupKey] = Counter()
+        self.stop = StopFlag()
 
     @abstractmethod
     def copy_time(self, shape: Shape, dtype: DType) -> float:
@@ -92,6 +101,10 @@ class Runner(ABC):
 
     def close(self) -> None:
         """Release what the runner holds (the GPU runner's worker process)."""
+        return None
+
+    def abort(self) -> None:
+        """Kill what the runner started, now (called from a signal handler: no waiting)."""
         return None
 
     def __enter__(self: R) -> R:

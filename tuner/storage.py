@@ -1,20 +1,29 @@
-"""Optuna storages from a URL: SQLite for one process, a journal file for several processes
-on one host, PostgreSQL for a fleet.
+"""Optuna storages from a URL: a journal file for the processes of one host, PostgreSQL for
+a fleet of hosts, SQLite for one process.
 
     memory                          in-memory (nothing survives the process)
-    sqlite:///results/optuna.db     one process (the default, beside the results)
-    journal:/path/optuna.log        several processes on one host (JournalStorage, file backend)
+    journal:/path/optuna.journal    the processes of one host (JournalStorage, file backend with
+                                    a lock; the default: <results>/optuna.journal)
     postgresql://user@host/db       several hosts (psycopg 3 is used for plain postgresql://)
+    sqlite:///path/optuna.db        one process only
 
-RDB storages (SQLite, PostgreSQL, MySQL) record a heartbeat of every running trial; a trial
-whose worker died goes stale after the grace period, is marked failed, and
-`RetryHeartbeatStaleTrialCallback` puts its configuration back in the queue.
+RDB storages (PostgreSQL, SQLite, MySQL) record Optuna's heartbeat of every running trial; a
+trial whose worker died goes stale after the grace period, is marked failed, and
+`RetryHeartbeatStaleTrialCallback` puts its configuration back in the queue. The journal
+has no heartbeat: `tuner.liveness` does the same from the worker's pid and a lease.
+
+SQLite is refused when another process has the same database open through this function:
+several processes on one SQLite file lock each other out of writes, and a worker stuck in
+a commit held up everyone (a Ctrl-C even hung in one). The refusal says what to use instead.
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import os
 import random
+import socket
 import time
 import warnings
 from pathlib import Path
@@ -25,7 +34,6 @@ from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage, RetryHeart
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
 HEARTBEAT_INTERVAL_S = 30
-GRACE_PERIOD_S = 120
 MAX_RETRY = 3
 CREATE_ATTEMPTS = 5
 
@@ -35,7 +43,38 @@ class InvalidStorage(ValueError):
 
 
 def default_storage_url(results_dir: Path) -> str:
-    return f"sqlite:///{Path(results_dir).resolve() / 'optuna.db'}"
+    return f"journal:{Path(results_dir).resolve() / 'optuna.journal'}"
+
+
+class SqliteInUse(InvalidStorage):
+    """Another process has the SQLite database open."""
+
+
+_SQLITE_LOCKS: dict[str, int] = {}  # database path -> the fd holding its lock in this process
+
+
+def claim_sqlite(path: Path) -> None:
+    """Hold `<db>.lock` for this process (released when it exits); SqliteInUse when another
+    process holds it."""
+    key = str(Path(path).resolve())
+    if key in _SQLITE_LOCKS:
+        return
+    lock = Path(key + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        journal = Path(key).with_name("optuna.journal")
+        raise SqliteInUse(
+            f"sqlite:///{key} is in use by {holder}: SQLite serves one process; share a study between "
+            f"the processes of one host with --storage journal:{journal} (the default), "
+            "or between hosts with --storage postgresql://..."
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+    _SQLITE_LOCKS[key] = fd
 
 
 def normalize_url(url: str) -> str:
@@ -46,16 +85,16 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def has_heartbeat(storage: BaseStorage) -> bool:
-    return isinstance(storage, RDBStorage) and storage.heartbeat_interval is not None
-
-
 def make_storage(
     url: str | None,
     *,
-    heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
-    grace_period: int = GRACE_PERIOD_S,
+    heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
+    grace_period: float | None = None,
 ) -> BaseStorage:
+    """The storage a URL names. `heartbeat_interval` (seconds) and `grace_period` (default
+    four intervals) are Optuna's heartbeat on RDB storages."""
+    heartbeat_interval = max(1, round(heartbeat_interval))
+    grace_period = max(heartbeat_interval + 1, round(grace_period or 4 * heartbeat_interval))
     if url is None or url in ("memory", ":memory:"):
         return InMemoryStorage()
     if url.startswith("journal:"):
@@ -71,7 +110,9 @@ def make_storage(
     url = normalize_url(url)
     engine_kwargs = {}
     if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        db = Path(url[len("sqlite:///") :])
+        db.parent.mkdir(parents=True, exist_ok=True)
+        claim_sqlite(db)
         engine_kwargs = {"connect_args": {"timeout": 60}}
     elif url.startswith("postgresql"):
         engine_kwargs = {"pool_pre_ping": True}

@@ -9,17 +9,24 @@ clips it to the worst finite value. An invalid combination of parameters is prun
 a row (nothing ran).
 
 No configuration is measured twice for one GPU, shape and dtype (`tuner.claims`): a trial
-answers from the results store or the study's finished trials when it can, and yields when
-another live trial claims its configuration. A row reaches the results store before its
-trial is reported, so what the study holds is always on disk.
+answers from the study's trials or the results store when it can (the store read again
+right before measuring: rows any worker wrote), and yields when another live trial claims
+its configuration. A row reaches the results store before its trial is recorded in the study
+and told, so what the study holds is always on disk.
+
+The budget (`--trials`) is distinct configurations in the study, however many workers share
+it: a trial measures only while the configurations answered, plus those the running trials
+before it hold, are fewer (`Snapshot.slots_before`). The sampler is wrapped in
+`tuner.unseen.UnseenFirst`, so no trial is spent on a configuration seen before, and the
+loop ends when the budget is met or nothing unseen is left. The trials of dead workers are
+failed and queued again (`tuner.liveness`); a worker that finds everything left in others'
+hands waits for their trials to settle rather than leave a dead one's configuration behind.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import random
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -35,27 +42,33 @@ from tuner.bench import guarded
 from tuner.claims import (
     ATTR_KEY,
     ATTR_SOURCE,
+    ATTR_STATUS,
+    ATTR_TIME,
+    INTERRUPTED,
+    NOTHING_MEASURED,
+    OVER_BUDGET,
+    Snapshot,
     claim,
-    claims_on,
-    distinct_done,
-    finished_trial,
     mark,
     record,
     recorded,
 )
+from tuner.interrupt import StopFlag, TrialInterrupted
+from tuner.liveness import WORKER, TrialKeeper, reap, worker_id
 from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runner import Measurement, Runner
 from tuner.samplers import make_sampler
 from tuner.space import SearchSpace
+from tuner.store_watch import StoreWatch
+from tuner.unseen import UnseenFirst
 from variants import BASELINE, FAMILIES, Config, DType, Family, Shape
 
-# How many trials one process may ask per configuration it still has to measure
-# (duplicates and invalid combinations cost a trial but no measurement).
+# How many trials one process may ask per configuration it still has to measure (answers
+# and yields cost a trial but no measurement); a guard, the loop ends long before.
 ASKS_PER_CONFIG = 10
-# How often (in trials) a worker rereads the whole study to see what other workers did.
-REFRESH_EVERY = 10
-GRID_CHUNK = 16
-GRID_PASSES = 5
+WAIT_S = 0.25  # between looks at the study while the trials of other workers settle
+HEARTBEAT_S = 30.0  # a running trial's sign of life (Optuna's heartbeat, or a lease)
+GRACE_S = 120.0  # without one for this long, its worker is taken for dead
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,9 @@ class StudyOutcome:
     yielded: int = 0
     missing: int = 0
     failures: dict[str, int] = field(default_factory=dict)  # status -> count
+    trials: int = 0  # Optuna trials this process asked for
+    reaped: int = 0  # trials of dead workers failed (and queued again) by this process
+    interrupted: bool = False
 
     @property
     def best_value(self) -> float:
@@ -90,11 +106,21 @@ class StudyOutcome:
         return min(values, default=math.inf)
 
 
+def study_trial(trial: Trial) -> FrozenTrial:
+    return trial.study._storage.get_trial(trial._trial_id)
+
+
 ProgressHook = Callable[[int, int, float], None]  # (distinct done, goal, best value)
 
 
 class StudyLoop:
-    """Runs one plan against a runner; `run()` returns what happened."""
+    """Runs one plan against a runner; `run()` returns what happened.
+
+    The loop asks Optuna for one trial at a time (ask and tell, not `study.optimize`): the
+    trial is stamped with this worker and kept alive by a `TrialKeeper` while it runs, a stop
+    request (`stop`, Ctrl-C) is looked at between trials and inside every wait, and nothing
+    but this module's code runs when it comes.
+    """
 
     def __init__(
         self,
@@ -107,6 +133,10 @@ class StudyLoop:
         known: Mapping[str, dict[str, Any]] | None = None,
         families: Mapping[str, Family] | None = None,
         progress: ProgressHook | None = None,
+        stop: StopFlag | None = None,
+        watch: StoreWatch | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
+        grace_s: float = GRACE_S,
     ) -> None:
         self.plan = plan
         self.runner = runner
@@ -119,20 +149,35 @@ class StudyLoop:
             k: dict(v) for k, v in (known or {}).items() if k in self.space.keys
         }
         self.progress = progress
-        self.in_study: set[str] = set()
-        self._stopped = False
+        self.stop = stop if stop is not None else StopFlag()
+        self.watch = watch
+        self.heartbeat_s = heartbeat_s
+        self.grace_s = grace_s
         self.unavailable: set[str] = set()  # missing from a recording: never measurable here
         self.outcome: StudyOutcome | None = None
+        self.sampler: UnseenFirst | None = None
+        self._study_ref: optuna.Study | None = None
 
     # --- the study --------------------------------------------------------------------
     def _study(self) -> optuna.Study:
+        self.sampler = UnseenFirst(
+            make_sampler(self.plan.sampler, self.plan.seed), self.space, self.excluded, self.plan.seed
+        )
         return optuna.create_study(
             study_name=self.plan.study_name,
             storage=self.storage,
-            sampler=make_sampler(self.plan.sampler, self.plan.seed),
+            sampler=self.sampler,
             direction="minimize",
             load_if_exists=True,
         )
+
+    def excluded(self) -> set[str]:
+        """What a new trial must not take: configurations answered in the study, claimed by
+        a running trial, or missing from the recording."""
+        if self._study_ref is None:
+            return set(self.unavailable)
+        snap = Snapshot.read(self._study_ref)
+        return set(snap.done) | set(snap.claims()) | snap.missing | self.unavailable
 
     def _enqueue(self, study: optuna.Study, configs: list[Config]) -> int:
         """Queue configs (skipping those already queued or running). Returns how many."""
@@ -156,168 +201,205 @@ class StudyLoop:
 
     def run(self) -> StudyOutcome:
         plan = self.plan
-        copy_ms = self.runner.copy_time(plan.shape, plan.dtype)
+        try:
+            copy_ms = self.runner.copy_time(plan.shape, plan.dtype)
+        except TrialInterrupted:
+            self.stop.set()
+            copy_ms = math.nan
         outcome = StudyOutcome(plan=plan, copy_ms=copy_ms, space_size=len(self.space))
         self.outcome = outcome
+        if self.stop:
+            outcome.interrupted = True
+            return outcome
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
             study = self._study()
-            done = distinct_done(study)
-            for key, value in done.items():
-                self._remember_study_answer(key, value, study)
-                self.in_study.add(key)
-            goal = self.goal()
-            if self.space.configs and not self._finished(done, goal):
-                objective = self._objective(study, copy_ms, outcome)
-                callback = self._after_trial(goal)
+            self._study_ref = study
+            snap = Snapshot.read(study)
+            for key, trial in snap.done.items():
+                self._remember_study_answer(key, trial)
+            if self.space.configs and not self._finished(snap):
+                settled = snap.done.keys() | self.known.keys() | snap.missing
                 if plan.sampler == "grid":
-                    self._grid(study, objective, callback, done)
-                else:
-                    known = done.keys() | self.known.keys()
-                    fresh = BASELINE in self.space and BASELINE.key not in known
-                    queued = self._enqueue(study, [BASELINE] if fresh else [])
-                    study.optimize(
-                        objective,
-                        n_trials=queued + ASKS_PER_CONFIG * max(goal - len(done), 1),
-                        timeout=plan.timeout_s,
-                        callbacks=[callback],
-                        catch=(),
-                        gc_after_trial=False,
-                    )
+                    self._prepare([c for c in self.space.configs if c.key not in settled])
+                fresh = BASELINE in self.space and BASELINE.key not in settled
+                queued = self._enqueue(study, [BASELINE] if fresh else [])
+                limit = queued + ASKS_PER_CONFIG * max(self.goal() - len(snap.done), 1)
+                self._trials(study, copy_ms, outcome, limit)
         for key, row in self.known.items():
             outcome.rows.setdefault(key, row)
+        outcome.interrupted = outcome.interrupted or bool(self.stop)
         return outcome
 
     def _prepare(self, configs: list[Config]) -> None:
         """Let a runner that can (the GPU's) compile many kernels at once, in parallel."""
         if configs:
-            self.runner.prepare([(self.plan.shape, self.plan.dtype, c) for c in configs])
+            try:
+                self.runner.prepare([(self.plan.shape, self.plan.dtype, c) for c in configs])
+            except TrialInterrupted:
+                self.stop.set()
 
-    def _grid(self, study: optuna.Study, objective, callback, done: Mapping[str, float]) -> None:
-        """Every valid configuration, llm.c's first, queued a chunk at a time (a long queue
-        of waiting trials makes every storage read slow). Workers shuffle differently, so
-        that two of them rarely queue the same chunk; a configuration that two workers both
-        yielded is queued again in a later pass."""
-        rng = random.Random(f"{self.plan.seed}-{os.getpid()}")
-        deadline = None if self.plan.timeout_s is None else time.monotonic() + self.plan.timeout_s
-        for attempt in range(GRID_PASSES):
-            settled = done.keys() | self.known.keys() | self.unavailable | self.in_study
-            rest = [c for c in self.space.configs if c != BASELINE and c.key not in settled]
-            rng.shuffle(rest)
-            todo = ([BASELINE] if BASELINE in self.space and BASELINE.key not in settled else []) + rest
-            if not todo or self._stopped:
-                return
-            if attempt:
-                time.sleep(rng.uniform(0.0, 0.5))  # two workers that collided now part
-            else:
-                self._prepare(todo)
-            while todo:
-                if deadline is not None and time.monotonic() >= deadline:
-                    return
-                chunk, todo = todo[:GRID_CHUNK], todo[GRID_CHUNK:]
-                queued = self._enqueue(study, [c for c in chunk if c.key not in self.in_study])
-                if not queued:
-                    continue
-                study.optimize(
-                    objective,
-                    n_trials=queued,
-                    timeout=None if deadline is None else max(deadline - time.monotonic(), 0.001),
-                    callbacks=[callback],
-                    catch=(),
-                    gc_after_trial=False,
-                )
-                if self._stopped:
-                    return
-            done = distinct_done(study)
-
-    def _finished(self, done: Mapping[str, float], goal: int) -> bool:
-        if len(done.keys() | self.unavailable) >= goal:
+    def _finished(self, snap: Snapshot) -> bool:
+        if len(snap.done.keys() | snap.missing | self.unavailable) >= self.goal():
             return True
         target = self.plan.target_value
-        return target is not None and min(done.values(), default=math.inf) <= target
+        return target is not None and min(snap.values().values(), default=math.inf) <= target
 
-    def _after_trial(self, goal: int) -> Callable[[optuna.Study, FrozenTrial], None]:
-        seen: dict[str, float] = {}
+    def _reap(self, study: optuna.Study, snap: Snapshot) -> bool:
+        """Fail the trials of dead workers (their configurations are queued again)."""
+        others = [t for t in snap.running if t.user_attrs.get(WORKER) != self.me]
+        failed = reap(study, others, self.grace_s)
+        if self.outcome is not None:
+            self.outcome.reaped += len(failed)
+        return bool(failed)
 
-        def callback(study: optuna.Study, trial: FrozenTrial) -> None:
-            # What this process finished, and every REFRESH trials what all workers did
-            # (reading every trial of a shared storage after each one is slow).
-            key = trial.user_attrs.get(ATTR_KEY)
-            if trial.state == TrialState.COMPLETE and key is not None and trial.value is not None:
-                seen[key] = trial.value
-            if trial.number % REFRESH_EVERY == 0 or len(seen.keys() | self.unavailable) >= goal:
-                seen.update(distinct_done(study))
-            if self.progress is not None:
-                self.progress(min(len(seen), goal), goal, min(seen.values(), default=math.inf))
-            if self._finished(seen, goal):
-                self._stopped = True
-                study.stop()
+    @property
+    def me(self) -> str:
+        return worker_id()
 
-        return callback
+    def _trials(self, study: optuna.Study, copy_ms: float, outcome: StudyOutcome, limit: int) -> None:
+        deadline = None if self.plan.timeout_s is None else time.monotonic() + self.plan.timeout_s
+        goal = self.goal()
+        asked = 0
+        while asked < limit and not self.stop:
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            snap = Snapshot.read(study)
+            if self._reap(study, snap):
+                snap = Snapshot.read(study)
+            self._report(snap, goal)
+            if self._finished(snap):
+                return
+            if not snap.waiting:
+                claimed = snap.claims()
+                settled = snap.done.keys() | snap.missing | self.unavailable
+                free = self.space.keys - settled - claimed.keys()
+                taken = len(settled | claimed.keys()) + sum(
+                    1 for t in snap.running if ATTR_KEY not in t.user_attrs
+                )
+                if not free or taken >= goal:
+                    if not snap.running:
+                        return  # nothing left to measure, nothing in flight
+                    # what is left is in other workers' hands: wait for their trials to settle
+                    self.stop.sleep(WAIT_S)
+                    continue
+            trial = study.ask()
+            asked += 1
+            outcome.trials += 1
+            self._run_trial(study, trial, copy_ms, outcome)
+
+    def _report(self, snap: Snapshot, goal: int) -> None:
+        if self.progress is not None:
+            values = snap.values()
+            self.progress(min(len(values), goal), goal, min(values.values(), default=math.inf))
+
+    def _run_trial(self, study: optuna.Study, trial: Trial, copy_ms: float, outcome: StudyOutcome) -> None:
+        trial.set_user_attr(WORKER, self.me)
+        keeper = TrialKeeper(study._storage, trial._trial_id, self.heartbeat_s).start()
+        try:
+            value = self._objective(study, trial, copy_ms, outcome)
+        except optuna.TrialPruned:
+            study.tell(trial, state=TrialState.PRUNED)
+        except (TrialInterrupted, KeyboardInterrupt):
+            # nothing was measured: no row; the configuration is free for the next run
+            self.stop.set()
+            outcome.interrupted = True
+            mark(trial, INTERRUPTED)
+            study.tell(trial, state=TrialState.PRUNED)
+        except BaseException:
+            study.tell(trial, state=TrialState.FAIL)
+            raise
+        else:
+            study.tell(trial, value)
+        finally:
+            keeper.stop()
 
     # --- one trial --------------------------------------------------------------------
-    def _objective(
-        self, study: optuna.Study, copy_ms: float, outcome: StudyOutcome
-    ) -> Callable[[Trial], float]:
+    def _objective(self, study: optuna.Study, trial: Trial, copy_ms: float, outcome: StudyOutcome) -> float:
         plan = self.plan
-
-        def objective(trial: Trial) -> float:
-            config = self.space.suggest(trial)
-            if config is None:
-                outcome.invalid += 1
-                mark(trial, Status.INVALID)
-                raise optuna.TrialPruned("no valid configuration has these parameters")
-            key = config.key
-            claim(trial, key)
-            row = self.known.get(key)
-            if row is not None:
-                self.in_study.add(key)
-                return self._answer(trial, row, "store", outcome)
-            finished, live = claims_on(study, key, trial.number)
+        inherited = self._inherited(trial)
+        if inherited is not None:
+            return self._answer(trial, inherited, "study", outcome)
+        if self.stop:
+            raise TrialInterrupted
+        config = self.space.suggest(trial)
+        if config is None:
+            outcome.invalid += 1
+            mark(trial, Status.INVALID)
+            raise optuna.TrialPruned("no valid configuration has these parameters")
+        key = config.key
+        claim(trial, key)
+        goal = self.goal()
+        while True:
+            snap = Snapshot.read(study)
+            finished = snap.done.get(key)
             if finished is not None:
-                self.in_study.add(key)
-                row = self._remember_study_answer(key, finished.value, study, finished)
-                return self._answer(trial, row, "study", outcome)
-            if live:
+                return self._answer(trial, self._remember_study_answer(key, finished), "study", outcome)
+            if key in snap.claims(trial.number):
                 outcome.yielded += 1
                 mark(trial, Status.DUPLICATE)
                 raise optuna.TrialPruned(f"{key} is being measured by another trial")
-            measurement = self._measure(config)
-            if measurement.status == Status.MISSING:
-                outcome.missing += 1
-                self.unavailable.add(key)
-                mark(trial, Status.MISSING)
-                raise optuna.TrialPruned(measurement.message)
-            info = StudyInfo(
-                gpu=plan.gpu,
-                run_id=self.run_id,
-                study=plan.study_name,
-                sampler=plan.sampler,
-                seed=plan.seed,
-                trial=trial.number,
-            )
-            row = trial_row(
-                self.runner.identity,
-                plan.shape,
-                plan.dtype,
-                config,
-                measurement,
-                copy_ms,
-                info,
-                self.families,
-            )
-            if self.sink is not None:
-                self.sink.append(row)  # on disk before Optuna hears of it
-            self.known[key] = row
-            self.in_study.add(key)
-            value = objective_value(row)
-            outcome.measured.append((key, value))
-            if row["status"] != Status.OK:
-                outcome.failures[row["status"]] = outcome.failures.get(row["status"], 0) + 1
-            record(trial, row)
-            return value
+            settled, taken = snap.slots_before(trial.number)
+            settled += len(snap.missing - snap.done.keys())
+            if settled >= goal:
+                mark(trial, OVER_BUDGET)
+                raise optuna.TrialPruned(f"the study holds its {goal} configurations")
+            if taken < goal:
+                break
+            # the running trials before this one may take the last places: wait for them
+            self._reap(study, snap)
+            if self.stop.sleep(WAIT_S):
+                raise TrialInterrupted
+        row = self.known.get(key)
+        if row is None and self.watch is not None:
+            row = self.watch.answer(key)  # any worker's rows, read right before measuring
+            if row is not None:
+                self.known[key] = row
+        if row is not None:
+            return self._answer(trial, row, "store", outcome)
+        measurement = self._measure(config)
+        if measurement.status == Status.MISSING:
+            outcome.missing += 1
+            self.unavailable.add(key)
+            mark(trial, Status.MISSING)
+            raise optuna.TrialPruned(measurement.message)
+        info = StudyInfo(
+            gpu=plan.gpu,
+            run_id=self.run_id,
+            study=plan.study_name,
+            sampler=plan.sampler,
+            seed=plan.seed,
+            trial=trial.number,
+        )
+        row = trial_row(
+            self.runner.identity,
+            plan.shape,
+            plan.dtype,
+            config,
+            measurement,
+            copy_ms,
+            info,
+            self.families,
+        )
+        if self.sink is not None:
+            self.sink.append(row)  # on disk before the study hears of it
+        self.known[key] = row
+        value = objective_value(row)
+        outcome.measured.append((key, value))
+        if row["status"] != Status.OK:
+            outcome.failures[row["status"]] = outcome.failures.get(row["status"], 0) + 1
+        record(trial, row)  # then in the study, then told
+        return value
 
-        return objective
+    def _inherited(self, trial: Trial) -> dict[str, Any] | None:
+        """A dead worker's trial queued again carries what it recorded, if it got that far
+        (its row was written first): the answer, without measuring it a second time."""
+        attrs = trial.user_attrs
+        key = attrs.get(ATTR_KEY)
+        if key not in self.space.keys or ATTR_TIME not in attrs or attrs.get(ATTR_STATUS) in NOTHING_MEASURED:
+            return None
+        return self._remember_study_answer(key, study_trial(trial))
 
     def _measure(self, config: Config) -> Measurement:
         return guarded(self.runner.measure, self.plan.shape, self.plan.dtype, config)
@@ -328,15 +410,11 @@ class StudyLoop:
         record(trial, row)
         return objective_value(row)
 
-    def _remember_study_answer(
-        self, key: str, value: float | None, study: optuna.Study, trial: FrozenTrial | None = None
-    ) -> dict[str, Any]:
+    def _remember_study_answer(self, key: str, trial: FrozenTrial) -> dict[str, Any]:
         """A row for a configuration another trial measured (for answers and the report;
         it is not written: the worker that measured it wrote it)."""
         if key in self.known:
             return self.known[key]
-        if trial is None:
-            trial = finished_trial(study, key)
         config = self.space.config_of(trial.params)
         if config is None or config.key != key:
             config = next(c for c in self.space.configs if c.key == key)

@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -152,3 +156,37 @@ def test_readers_load_the_user_directory_then_the_bundled_one(
     assert report.files == [mine / "h200" / "run.parquet", bundled / "h200" / "shipped.parquet"]
     # a directory nested in another is no reason to read a file twice
     assert len(load_results([bundled, bundled / "h200"])[0]) == 1
+
+
+def test_temporaries_of_dead_writers_on_this_host_are_cleaned_and_no_others(tmp_path: Path) -> None:
+    gpu = tmp_path / "h200"
+    gpu.mkdir()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead_pid = int(dead.stdout)  # a process that has exited
+    host = store._HOST
+    names = {
+        "dead": f"{store.temp_prefix(dead_pid)}abc.parquet",
+        "mine": f"{store.temp_prefix()}def.parquet",
+        "other_host": f"{TEMP_PREFIX}{dead_pid}@not-{host}@ghi.parquet",
+        "old_legacy": f"{TEMP_PREFIX}k2j3h4.parquet",
+        "new_legacy": f"{TEMP_PREFIX}q9w8e7.parquet",
+    }
+    for name in names.values():
+        (gpu / name).write_bytes(b"half a parquet file")
+    hour_ago = time.time() - 2 * store.LEGACY_TEMP_AGE_S
+    os.utime(gpu / names["old_legacy"], (hour_ago, hour_ago))
+    removed = store.clean_stale_temporaries(tmp_path)
+    assert sorted(p.name for p in removed) == sorted([names["dead"], names["old_legacy"]])
+    assert sorted(p.name for p in gpu.iterdir()) == sorted(
+        [names["mine"], names["other_host"], names["new_legacy"]]
+    )
+
+
+def test_a_temporary_names_its_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    replace = os.replace
+    monkeypatch.setattr(store.os, "replace", lambda a, b: (seen.append(Path(a).name), replace(a, b)))
+    write_table([row()], tmp_path, "run")
+    assert seen[0].startswith(f"{TEMP_PREFIX}{os.getpid()}@{store._HOST}@")

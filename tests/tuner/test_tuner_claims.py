@@ -9,7 +9,6 @@ import pytest
 import tuner_fakes as F
 
 from results.schema import Status
-from tuner import claims
 from tuner.claims import (
     claim,
     claims_on,
@@ -71,19 +70,19 @@ def _finished(study: optuna.Study, key: str, status: Status, value: float) -> No
     study.tell(trial, value)
 
 
-def test_a_finished_trial_answers_and_a_live_one_makes_others_yield(monkeypatch) -> None:
+def test_a_finished_trial_answers_and_a_live_one_makes_others_yield() -> None:
     study = optuna.create_study()
     _finished(study, "a", Status.DUPLICATE, math.inf)  # yielded: answers nothing
     assert claims_on(study, "a", me=-1) == (None, False)
     _finished(study, "a", Status.OK, 1.5)
     finished, live = claims_on(study, "a", me=-1)
     assert finished is not None and finished.value == 1.5 and not live
-    assert finished_trial(study, "a").number == 0  # the first completed trial of "a"
+    assert finished_trial(study, "a").number == 1  # the first trial that answers "a"
     running = study.ask()
     claim(running, "b")
     assert claims_on(study, "b", me=running.number) == (None, False)  # its own claim
     assert claims_on(study, "b", me=-1) == (None, True)
-    monkeypatch.setattr(claims, "STALE_CLAIM_S", -60.0)  # every claim is now stale
+    study.tell(running, state=optuna.trial.TrialState.FAIL)  # its worker died: the claim goes
     assert claims_on(study, "b", me=-1) == (None, False)
     assert distinct_done(study) == {"a": 1.5}
 

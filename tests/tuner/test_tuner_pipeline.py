@@ -78,7 +78,9 @@ def test_an_interrupted_tune_says_so_keeps_its_rows_and_resumes(tmp_path: Path) 
 
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     first = tune(request(storage=storage, results_dir=tmp_path), F.RecordingRunner(bench))
-    assert first.interrupted and first.rows == 4 and first.outcomes == []
+    assert first.interrupted and first.rows == 4
+    # what was measured before the interruption is in the result, for the report
+    assert [o.interrupted for o in first.outcomes] == [True] and len(first.outcomes[0].measured) == 4
     second = tune(request(storage=storage, results_dir=tmp_path), F.RecordingRunner(bench))
     assert not second.interrupted
     frame, _ = load_results(tmp_path)
@@ -137,9 +139,10 @@ def test_an_interrupted_run_resumes_without_measuring_anything_twice_or_losing_r
 
     runner = BenchRunner(bench, F.IDENTITY, F.copy_ms)
     first = ResultsSink(tmp_path, "h200", "run-1")
-    with pytest.raises(KeyboardInterrupt):
-        run_plans([plan(trials=12)], runner, make_storage(storage), run_id="run-1", sink=first)
+    (outcome,) = run_plans([plan(trials=12)], runner, make_storage(storage), run_id="run-1", sink=first)
+    assert outcome.interrupted and runner.stop  # the interruption stops the run, it does not escape
     assert len(load_results(tmp_path)[0]) == 6  # every finished trial is on disk
+    runner.stop = type(runner.stop)()
     # Resume from the same storage and results: the interrupted config may be measured
     # again (it was never recorded); nothing recorded is.
     stored = load_results(tmp_path)[0]
@@ -175,3 +178,19 @@ def test_a_changed_kernel_source_is_measured_again(tmp_path) -> None:
     runner = F.synthetic_runner()
     run_plans([plan(trials=5, study_name="other")], runner, None, run_id="new", stored=stored)
     assert len(runner.calls) == 5
+
+
+def test_a_rerun_removes_what_a_writer_killed_mid_write_left(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from results.store import temp_prefix
+
+    dead = int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout
+    )
+    left = tmp_path / "h200" / f"{temp_prefix(dead)}x1y2z3.parquet"
+    left.parent.mkdir(parents=True)
+    left.write_bytes(b"PAR1 half")
+    tune(request(results_dir=tmp_path, trials=2), F.RecordingRunner())
+    assert not left.exists() and len(load_results(tmp_path)[0]) == 2

@@ -10,11 +10,13 @@ import tuner_fakes as F
 from results.schema import FAILURES, Status
 from results.store import load_results
 from tuner.bench import BenchRunner
+from tuner.claims import Snapshot, claim, record
 from tuner.rows import ResultsSink
 from tuner.runner import Measurement
 from tuner.storage import make_storage
+from tuner.store_watch import StoreWatch
 from tuner.study import StudyLoop, StudyPlan
-from variants import BASELINE, DTYPES, Config
+from variants import BASELINE, DTYPES, FAMILIES, Config
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 BF16 = DTYPES["bf16"]
@@ -112,3 +114,63 @@ def test_other_samplers_run_the_same_loop(sampler: str) -> None:
     runner = F.synthetic_runner()
     StudyLoop(plan(sampler=sampler, trials=8), runner, None).run()
     assert len({c.key for _, _, c in runner.calls}) == len(runner.calls) == 8
+
+
+SMALL_FAMILIES = {name: FAMILIES[name] for name in ("naive", "gather")}  # 42 configurations
+
+
+def test_a_budget_beyond_the_space_measures_each_configuration_once_and_stops() -> None:
+    runner = F.synthetic_runner()
+    outcome = StudyLoop(plan(trials=450), runner, None, families=SMALL_FAMILIES).run()
+    keys = [c.key for _, _, c in runner.calls]
+    assert len(keys) == len(set(keys)) == outcome.space_size == 42
+    # no trial spent on a repeat: one per configuration (llm.c's queued first included)
+    assert outcome.trials == outcome.space_size and outcome.answered == 0 and outcome.invalid == 0
+
+
+def test_a_proposal_already_measured_is_replaced_by_the_nearest_unseen_one() -> None:
+    loop = StudyLoop(plan(trials=30), F.synthetic_runner(), None, families=SMALL_FAMILIES)
+    outcome = loop.run()
+    assert outcome.trials == 30 and len(outcome.measured) == 30
+    sampler = loop.sampler
+    seen = {k for k, _ in outcome.measured}
+    unseen = [c for c in loop.space.configs if c.key not in seen]
+    near = sampler.nearest(Config.of("gather", block=256, load="ldg", store="plain"), {}, unseen)
+    if any(c.family == "gather" for c in unseen):
+        assert near.family == "gather"
+
+
+def test_a_row_another_worker_wrote_is_answered_not_measured_again(tmp_path) -> None:
+    first = F.synthetic_runner()
+    sink = ResultsSink(tmp_path, "h200", "dead-worker")
+    StudyLoop(plan(trials=5, study_name="lost"), first, None, run_id="dead-worker", sink=sink).run()
+    written = {c.key for _, _, c in first.calls}
+    # A new study (the first one's trials never told: its worker died) over the same results
+    # directory: every configuration it proposes is looked up in the store right before measuring.
+    runner = F.synthetic_runner()
+    mine = ResultsSink(tmp_path, "h200", "survivor")
+    watch = StoreWatch(tmp_path, "h200", F.SMALL, BF16, own=lambda: mine.files)
+    outcome = StudyLoop(
+        plan(sampler="grid", study_name="retry"), runner, None, run_id="survivor", sink=mine, watch=watch
+    ).run()
+    measured = {c.key for _, _, c in runner.calls}
+    assert measured.isdisjoint(written) and len(measured) + 5 == outcome.space_size
+    assert outcome.answered == 5 and watch.reads >= 1
+    frame, _ = load_results(tmp_path)
+    assert frame["config_key"].is_unique
+
+
+def test_the_budget_counts_running_trials_before_this_one() -> None:
+    study = optuna.create_study()
+    done = study.ask()
+    claim(done, "a")
+    record(done, {"status": "ok", "time_ms": 1.0, "copy_ms": 1.0})
+    study.tell(done, 1.0)
+    early, unclaimed, me = study.ask(), study.ask(), study.ask()
+    claim(early, "b")
+    claim(me, "c")
+    snap = Snapshot.read(study)
+    assert snap.slots_before(me.number) == (1, 3)  # a done; b and one not yet claimed before me
+    assert snap.slots_before(early.number) == (1, 1)  # the first running trial waits for no one
+    study.tell(unclaimed, state=optuna.trial.TrialState.PRUNED)
+    assert Snapshot.read(study).slots_before(me.number) == (1, 2)

@@ -1,19 +1,74 @@
 """GpuRunner: the study's Runner on a real GPU, measuring in a worker process that is
-killed and restarted after a hang (timeout) or a crash (a poisoned CUDA context)."""
+killed and restarted after a hang (timeout) or a crash (a poisoned CUDA context).
+
+One GPU, one measuring process: the runner holds an exclusive lock named after the host and
+the GPU's PCI bus id for as long as it lives (`GpuBusy` if another process holds it), so two
+tuners on one host never time kernels on the same GPU at once. While it waits for the worker
+it looks at its stop flag: a stop request kills the worker and ends the trial without a row
+(TrialInterrupted) instead of waiting for a compile or a hung kernel."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import multiprocessing as mp
+import os
+import re
+import signal
+import tempfile
+import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from results.schema import Status
+from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, Measurement, Runner, Work
 from variants import Config, DType, Family, Shape
+
+POLL_S = 0.1
 
 
 class WorkerFailed(RuntimeError):
     """The worker could not start or answered with an internal error."""
+
+
+class GpuBusy(RuntimeError):
+    """Another process measures on this GPU."""
+
+
+def gpu_lock_path(identity: GpuIdentity, device: int) -> Path:
+    """Where the lock of one GPU of this host lives (the temporary directory: per host)."""
+    which = identity.pci_bus_id or f"dev{device}-{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')}"
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", f"{identity.host}-{which}")
+    return Path(tempfile.gettempdir()) / f"repkv-tune-gpu-{name}.lock"
+
+
+class GpuLock:
+    """An exclusive flock on a file: released by the kernel when the process dies."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise GpuBusy(
+                f"this GPU is being measured by {holder} ({self.path}): one measuring process per GPU; "
+                "two timing kernels on one GPU corrupt each other's numbers"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class GpuRunner(Runner):
@@ -39,6 +94,12 @@ class GpuRunner(Runner):
         self._process: mp.process.BaseProcess | None = None
         self._conn = None
         self.identity: GpuIdentity = self._start()
+        self.lock = GpuLock(gpu_lock_path(self.identity, device))
+        try:
+            self.lock.acquire()
+        except GpuBusy:
+            self.close()
+            raise
 
     # --- worker life --------------------------------------------------------------------
     def _start(self) -> GpuIdentity:
@@ -51,7 +112,7 @@ class GpuRunner(Runner):
         process.start()
         child.close()
         self._process, self._conn = process, parent
-        kind, payload = self._receive(self.start_timeout_s, "start")
+        kind, payload = self._receive(self.start_timeout_s, "start", interruptible=False)
         if kind != "ready":
             self._kill()
             raise WorkerFailed(f"GPU worker failed to start:\n{payload}")
@@ -71,10 +132,18 @@ class GpuRunner(Runner):
         self.restarts += 1
         self.identity = self._start()
 
-    def _receive(self, timeout: float, what: str) -> tuple:
+    def _receive(self, timeout: float, what: str, interruptible: bool = True) -> tuple:
         assert self._conn is not None
-        if not self._conn.poll(timeout):
-            raise TimeoutError(f"{what}: no answer within {timeout:g} s")
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{what}: no answer within {timeout:g} s")
+            if self._conn.poll(min(POLL_S, left)):
+                break
+            if interruptible and self.stop:
+                self._kill()  # a compile or a kernel may take long: the run is ending
+                raise TrialInterrupted(what)
         try:
             message = self._conn.recv()
         except (EOFError, OSError) as exc:
@@ -88,7 +157,8 @@ class GpuRunner(Runner):
         return self._process.exitcode
 
     def _request(self, request: tuple, timeout: float, what: str):
-        assert self._conn is not None
+        if self._conn is None:
+            raise TrialInterrupted("stopped")
         self._conn.send(request)
         kind, payload = self._receive(timeout, what)
         if kind == "error":
@@ -97,7 +167,8 @@ class GpuRunner(Runner):
 
     # --- the Runner contract ----------------------------------------------------------------
     def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement:
-        assert self._conn is not None
+        if self.stop or self._conn is None:
+            raise TrialInterrupted("stopped")
         self._conn.send(("measure", shape, dtype, config))
         try:
             kind, payload = self._receive(self.compile_timeout_s, "compile")
@@ -132,3 +203,12 @@ class GpuRunner(Runner):
             if self._process is not None:
                 self._process.join(timeout=10)
         self._kill()
+        lock = getattr(self, "lock", None)
+        if lock is not None:
+            lock.release()
+
+    def abort(self) -> None:
+        process = self._process
+        if process is not None and process.pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(process.pid, signal.SIGKILL)

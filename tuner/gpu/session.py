@@ -69,7 +69,21 @@ def read_identity(device: cp.cuda.Device) -> GpuIdentity:
         cuda_version=f"{runtime // 1000}.{runtime % 1000 // 10}",
         cupy_version=cp.__version__,
         host=socket.gethostname() or platform.node(),
+        pci_bus_id=_pci_bus_id(device, props),
     )
+
+
+def _pci_bus_id(device: cp.cuda.Device, props: dict) -> str:
+    try:
+        return str(device.pci_bus_id)
+    except Exception:
+        pass
+    try:
+        return (
+            f"{int(props['pciDomainID']):04x}:{int(props['pciBusID']):02x}:{int(props['pciDeviceID']):02x}.0"
+        )
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 class DeviceSession:

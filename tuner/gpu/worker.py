@@ -9,6 +9,7 @@ with the crash measurement and exits, so the parent starts a fresh one.
 from __future__ import annotations
 
 import os
+import signal
 import traceback
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
@@ -17,6 +18,9 @@ from variants import Family
 
 
 def serve(conn: Connection, device: int, families: Mapping[str, Family] | None, reps: int) -> None:
+    # Ctrl-C in the terminal reaches the whole process group: the parent decides (it stops
+    # between trials, or kills this process on a second Ctrl-C); a trial is never cut here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from tuner.gpu.session import DeviceSession, StickyCudaError
 
     try:

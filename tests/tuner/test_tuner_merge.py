@@ -1,0 +1,43 @@
+"""`python -m tuner merge`: several results directories in one, each row once, atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tuner_fakes as F
+
+from results.store import load_results, write_table
+from tuner.cli import main
+from tuner.merge import merge
+
+ROWS = F.recording_rows([F.SMALL], ["bf16"])[:20]  # a row is who measured what, and when
+
+
+def _rows(run: str, n: int, start: int = 0) -> list[dict]:
+    return [{**r, "run_id": run} for r in ROWS[start : start + n]]
+
+
+def test_merge_copies_every_row_once_and_adds_what_a_run_wrote_since(tmp_path: Path) -> None:
+    a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "out"
+    write_table(_rows("run-a", 5), a / "h200", "run-a")
+    write_table(_rows("run-b", 3, 10), b / "h200", "run-b")
+    write_table(_rows("run-a", 5), b / "h200", "run-a")  # the same run seen through two hosts
+    report = merge([a, b], out)
+    assert report.rows_added == 8 and report.rows_present == 5
+    assert sorted(p.name for p in (out / "h200").glob("*.parquet")) == ["run-a.parquet", "run-b.parquet"]
+    assert merge([a, b], out).rows_added == 0  # merging again adds nothing
+    write_table(_rows("run-a", 7), a / "h200", "run-a")  # the run went on: two more rows
+    assert merge([a], out).rows_added == 2
+    frame, report = load_results(out)
+    assert len(frame) == 10 and not report.skipped
+    assert not list(out.rglob(".tmp-*"))
+
+
+def test_merge_command_reports_and_flags_unreadable_files(tmp_path: Path, capsys) -> None:
+    a, out = tmp_path / "a", tmp_path / "out"
+    write_table(_rows("run-a", 4), a / "h200", "run-a")
+    (a / "h200" / "broken.parquet").write_bytes(b"not parquet")
+    assert main(["merge", str(a), "-o", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "4 rows added" in captured.out and "broken.parquet" in captured.err
+    assert main(["merge", str(tmp_path / "none"), "-o", str(out)]) == 2

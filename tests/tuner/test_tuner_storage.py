@@ -1,0 +1,53 @@
+"""Storages: the journal file by default; SQLite refused to a second process."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from optuna.storages import JournalStorage
+
+from tuner.storage import InvalidStorage, default_storage_url, make_storage
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_default_storage_is_a_journal_file_several_processes_can_share(tmp_path: Path) -> None:
+    url = default_storage_url(tmp_path)
+    assert url == f"journal:{tmp_path.resolve() / 'optuna.journal'}"
+    assert isinstance(make_storage(url), JournalStorage)
+
+
+def test_sqlite_in_use_by_another_process_is_refused_with_what_to_use_instead(tmp_path: Path) -> None:
+    db = tmp_path / "optuna.db"
+    make_storage(f"sqlite:///{db}")
+    make_storage(f"sqlite:///{db}")  # the same process again: fine
+    code = f"from tuner.storage import make_storage; make_storage('sqlite:///{db}')"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert f"is in use by pid {os.getpid()}" in proc.stderr
+    assert (
+        f"journal:{tmp_path.resolve() / 'optuna.journal'}" in proc.stderr and "postgresql://" in proc.stderr
+    )
+
+
+def test_a_held_sqlite_lock_is_refused_in_process_too(tmp_path: Path) -> None:
+    db = tmp_path / "other.db"
+    fd = os.open(f"{db}.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(InvalidStorage, match="SQLite serves one process"):
+            make_storage(f"sqlite:///{db}")
+    finally:
+        os.close(fd)

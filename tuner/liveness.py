@@ -1,0 +1,173 @@
+"""Which worker runs a trial, whether it is still alive, and what happens to the trials of
+one that died.
+
+Every trial a worker asks for is stamped with the worker's identity (`WORKER`:
+host, pid and the process's start time, so that a reused pid is not taken for the dead
+worker) the moment it exists, and kept alive while it runs by a `TrialKeeper` thread:
+
+- RDB storages (PostgreSQL, SQLite): Optuna's own heartbeat (`record_heartbeat`); a trial
+  whose heartbeat is older than the grace period is failed by `optuna.storages.
+  fail_stale_trials`, which hands it to the storage's `RetryHeartbeatStaleTrialCallback`.
+- Other storages (the journal file has no heartbeat): a lease, the user attribute
+  `LEASE` rewritten every interval. `reap` fails a running trial whose worker is gone
+  from this host (its pid no longer runs this process), or whose lease is older than the
+  grace period (a worker on another host sharing the journal), and retries it the same way,
+  with RetryHeartbeatStaleTrialCallback.
+
+A trial that never got its worker stamp (a worker killed between creating the trial and
+stamping it) is failed once it is `ORPHAN_S` old.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Iterable
+from datetime import datetime
+
+import optuna
+from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.trial import FrozenTrial, TrialState
+
+WORKER = "worker"  # trial user attribute: "host:pid:start"
+LEASE = "lease"  # trial user attribute: time.time() of the worker's last sign of life
+ORPHAN_S = 120.0
+MAX_RETRY = 3
+_HOST = socket.gethostname()
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name ([] where /proc cannot tell)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+        return stat.rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot ('' where /proc cannot tell)."""
+    fields = _stat(pid)
+    return fields[19] if len(fields) > 19 else ""
+
+
+def worker_id(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{_HOST}:{pid}:{process_start(pid)}"
+
+
+def pid_alive(pid: int, start: str = "") -> bool:
+    """Whether process pid runs on this host (and is the one that started at `start`)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, someone else's
+    fields = _stat(pid)
+    if fields and fields[0] in ("Z", "X"):
+        return False  # killed, not yet reaped by its parent
+    if start:
+        now = process_start(pid)
+        return not now or now == start
+    return True
+
+
+def worker_dead(worker: str) -> bool:
+    """True only when the worker certainly died: it ran on this host and its process is gone."""
+    try:
+        host, pid_text, start = worker.rsplit(":", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    return host == _HOST and not pid_alive(pid, start)
+
+
+def uses_optuna_heartbeat(storage: BaseStorage) -> bool:
+    return isinstance(storage, RDBStorage) and storage.heartbeat_interval is not None
+
+
+class TrialKeeper:
+    """Keeps one running trial visibly alive until `stop()`: Optuna's heartbeat on an RDB
+    storage, else a lease attribute. A daemon thread: it never holds up the process's exit."""
+
+    def __init__(self, storage: BaseStorage, trial_id: int, interval_s: float) -> None:
+        self.storage = storage
+        self.trial_id = trial_id
+        self.interval_s = max(0.2, float(interval_s))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"keeper-{trial_id}", daemon=True)
+
+    def start(self) -> TrialKeeper:
+        self._beat()
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        with contextlib.suppress(Exception):  # a missed beat is retried; the grace period covers it
+            if uses_optuna_heartbeat(self.storage):
+                self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
+            else:
+                self.storage.set_trial_user_attr(self.trial_id, LEASE, time.time())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)  # a beat stuck in the storage is left to die with us
+
+
+def _dead(trial: FrozenTrial, grace_s: float, now: float, heartbeat: bool) -> bool:
+    worker = trial.user_attrs.get(WORKER)
+    if worker is None:
+        start = trial.datetime_start
+        return start is not None and (datetime.now() - start).total_seconds() > ORPHAN_S
+    if worker_dead(str(worker)):
+        return True
+    if heartbeat:
+        return False  # Optuna's heartbeat judges the others
+    lease = trial.user_attrs.get(LEASE)
+    return lease is not None and now - float(lease) > grace_s
+
+
+def reap(
+    study: optuna.Study,
+    running: Iterable[FrozenTrial],
+    grace_s: float,
+    *,
+    max_retry: int = MAX_RETRY,
+) -> list[int]:
+    """Fail the running trials whose worker died and queue their configurations again.
+    Returns the numbers of the trials failed here. On an RDB storage with a heartbeat, Optuna's
+    `fail_stale_trials` does it too (for workers on other hosts)."""
+    storage = study._storage
+    heartbeat = uses_optuna_heartbeat(storage)
+    if heartbeat:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            with contextlib.suppress(Exception):
+                optuna.storages.fail_stale_trials(study)
+    now = time.time()
+    retry = RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
+    failed = []
+    for trial in running:
+        if trial.state != TrialState.RUNNING or not _dead(trial, grace_s, now, heartbeat):
+            continue
+        try:
+            if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another worker got there first
+        failed.append(trial.number)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            retry(study, storage.get_trial(trial._trial_id))
+    return failed

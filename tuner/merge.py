@@ -1,0 +1,111 @@
+"""`python -m tuner merge DIR... -o OUT`: the results of several directories in one.
+
+Fleet workers on hosts without a shared filesystem each write their own results directory;
+merging gathers them (the service can also read several directories as they are). Every
+trial row of the sources lands in OUT once: a row is identified by who measured it and when
+(`ROW_KEY`), so merging the same directory twice, or a directory that already holds an
+earlier merge, adds nothing. Each source file is written under its own name
+(`<gpu>/<run_id>.parquet`); where OUT already has a file of that name (an earlier merge of a
+run that has grown since), the new rows are added to it. Every write is atomic (temporary
+name, then rename), so a service reading OUT meanwhile never sees half a file. Unreadable
+source files are skipped and reported; the sources are never changed.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from results.store import CorruptResults, clean_stale_temporaries, read_file, result_files, write_table
+
+ROW_KEY = (
+    "gpu",
+    "B",
+    "T",
+    "NH",
+    "NH_KV",
+    "HD",
+    "dtype",
+    "config_key",
+    "run_id",
+    "study",
+    "trial",
+    "host",
+    "timestamp",
+)
+
+
+@dataclass
+class MergeReport:
+    files_written: list[Path] = field(default_factory=list)
+    rows_added: int = 0
+    rows_present: int = 0  # rows the target (or an earlier source) already held
+    skipped: dict[str, str] = field(default_factory=dict)  # unreadable source file -> why
+
+
+def row_ids(frame: pd.DataFrame) -> pd.Series:
+    columns = [c for c in ROW_KEY if c in frame.columns]
+    return pd.util.hash_pandas_object(frame[columns].astype(str), index=False)
+
+
+def merge(sources: list[Path], target: Path) -> MergeReport:
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    clean_stale_temporaries(target)
+    report = MergeReport()
+    resolved_target = target.resolve()
+    present: set[int] = set()
+    existing: dict[Path, pd.DataFrame] = {}
+    for path in result_files(target):
+        try:
+            frame = read_file(path)
+        except CorruptResults as exc:
+            report.skipped[str(path)] = str(exc)
+            continue
+        existing[path.relative_to(target)] = frame
+        present.update(row_ids(frame))
+    for source in sources:
+        source = Path(source)
+        if source.resolve() == resolved_target:
+            continue
+        for path in result_files(source):
+            try:
+                frame = read_file(path)
+            except CorruptResults as exc:
+                report.skipped[str(path)] = str(exc)
+                continue
+            ids = row_ids(frame)
+            new = ~ids.isin(present) & ~ids.duplicated()
+            report.rows_present += int((~new).sum())
+            if not new.any():
+                continue
+            rel = path.relative_to(source)
+            rows = frame[new.to_numpy()]
+            if rel in existing:
+                rows = pd.concat([existing[rel], rows], ignore_index=True)
+            name = rel.name[: -len(".parquet")]
+            written = write_table(rows, target / rel.parent, name)
+            existing[rel] = rows
+            present.update(ids[new])
+            report.rows_added += int(new.sum())
+            if written not in report.files_written:
+                report.files_written.append(written)
+    return report
+
+
+def run_merge(sources: list[Path], target: Path) -> int:
+    missing = [s for s in sources if not Path(s).is_dir()]
+    if missing:
+        print(f"error: no directory {missing[0]}", file=sys.stderr)
+        return 2
+    report = merge(sources, target)
+    for path, why in report.skipped.items():
+        print(f"skipped {path}: {why}", file=sys.stderr)
+    print(
+        f"{report.rows_added} rows added to {target} in {len(report.files_written)} files; "
+        f"{report.rows_present} already there"
+    )
+    return 1 if report.skipped else 0
