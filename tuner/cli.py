@@ -162,6 +162,12 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
         ),
     )
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    r.add_argument(
+        "--no-bundled",
+        dest="bundled",
+        action="store_false",
+        help="measure what the results bundled with the package hold too (by default they answer)",
+    )
 
 
 def _add_variants(sub: argparse._SubParsersAction) -> None:
@@ -355,6 +361,7 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         progress=not args.no_progress,
         replay_delay_s=args.replay_delay,
         heartbeat_s=args.heartbeat,
+        bundled=args.bundled,
     )
 
 

@@ -71,6 +71,7 @@ class TuneRequest:
     progress: bool = True  # a progress bar per study on stderr
     replay_delay_s: float = 0.0  # a replay answers each trial after this long (as a GPU takes)
     heartbeat_s: float = HEARTBEAT_S  # a running trial's sign of life; dead after 4 of them
+    bundled: bool = True  # answer from the bundled results too (a replay never does)
 
 
 @dataclass
@@ -266,7 +267,7 @@ def tune(
     result = TuneResult(gpu=gpu, device_name=runner.identity.name, seed=seed, run_id=new_run_id())
     sink = ResultsSink(results_dir, gpu, result.run_id) if results_dir else None
     # what is already measured: the results directory, and the bundled results unless replaying
-    bundled = request.replay_dir is None
+    bundled = request.replay_dir is None and request.bundled
     stored = load_results(read_dirs(results_dir, bundled=bundled))[0] if results_dir else None
     plans = study_plans(request, gpu, seed)
     if echo is not None:
