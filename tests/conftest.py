@@ -1,8 +1,17 @@
-"""Shared fixtures. Tests marked `gpu` run only where CuPy sees a CUDA device."""
+"""Shared fixtures. Tests marked `gpu` run only where CuPy sees a CUDA device; `postgres_url`
+is a throwaway PostgreSQL server (or REPKV_TEST_POSTGRES_URL), for the fleet and docker tests."""
 
 from __future__ import annotations
 
 import functools
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +32,53 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("gpu"):
                 item.add_marker(skip)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    given = os.environ.get("REPKV_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install '.[postgres]')")
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not bins:
+        pytest.skip(
+            "PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql)"
+        )
+    bindir = Path(bins[-1]).parent
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("runuser") is None:
+            pytest.skip("running as root without runuser: cannot start PostgreSQL as the postgres user")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    base = Path(tempfile.mkdtemp(prefix="repkv-pg-"))
+    if as_user:
+        shutil.chown(base, "postgres")
+    data, port = base / "data", _free_port()
+
+    def run(*cmd: str) -> None:
+        subprocess.run([*as_user, *cmd], check=True, capture_output=True, timeout=120, cwd=base)
+
+    try:
+        run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "start")
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"could not start PostgreSQL: {getattr(exc, 'stderr', b'')!r}")
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
+        shutil.rmtree(base, ignore_errors=True)
