@@ -156,7 +156,6 @@ def reap(
             with contextlib.suppress(Exception):
                 optuna.storages.fail_stale_trials(study)
     now = time.time()
-    retry = RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
     failed = []
     for trial in running:
         if trial.state != TrialState.RUNNING or not _dead(trial, grace_s, now, heartbeat):
@@ -169,5 +168,5 @@ def reap(
         failed.append(trial.number)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            retry(study, storage.get_trial(trial._trial_id))
+            RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, storage.get_trial(trial._trial_id))
     return failed

@@ -26,6 +26,7 @@ hands waits for their trials to settle rather than leave a dead one's configurat
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 import warnings
@@ -62,6 +63,8 @@ from tuner.space import SearchSpace
 from tuner.store_watch import StoreWatch
 from tuner.unseen import UnseenFirst
 from variants import BASELINE, FAMILIES, Config, DType, Family, Shape
+
+log = logging.getLogger(__name__)
 
 # How many trials one process may ask per configuration it still has to measure (answers
 # and yields cost a trial but no measurement); a guard, the loop ends long before.
@@ -295,23 +298,31 @@ class StudyLoop:
             self.progress(min(len(values), goal), goal, min(values.values(), default=math.inf))
 
     def _run_trial(self, study: optuna.Study, trial: Trial, copy_ms: float, outcome: StudyOutcome) -> None:
-        trial.set_user_attr(WORKER, self.me)
         keeper = TrialKeeper(study._storage, trial._trial_id, self.heartbeat_s).start()
         try:
-            value = self._objective(study, trial, copy_ms, outcome)
-        except optuna.TrialPruned:
-            study.tell(trial, state=TrialState.PRUNED)
-        except (TrialInterrupted, KeyboardInterrupt):
-            # nothing was measured: no row; the configuration is free for the next run
-            self.stop.set()
-            outcome.interrupted = True
-            mark(trial, INTERRUPTED)
-            study.tell(trial, state=TrialState.PRUNED)
-        except BaseException:
-            study.tell(trial, state=TrialState.FAIL)
-            raise
-        else:
-            study.tell(trial, value)
+            trial.set_user_attr(WORKER, self.me)
+            try:
+                value = self._objective(study, trial, copy_ms, outcome)
+            except optuna.TrialPruned:
+                study.tell(trial, state=TrialState.PRUNED)
+            except (TrialInterrupted, KeyboardInterrupt):
+                # nothing was measured: no row; the configuration is free for the next run
+                self.stop.set()
+                outcome.interrupted = True
+                mark(trial, INTERRUPTED)
+                study.tell(trial, state=TrialState.PRUNED)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                raise
+            except BaseException:
+                study.tell(trial, state=TrialState.FAIL)
+                raise
+            else:
+                study.tell(trial, value)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # Another worker took this one for dead (no sign of life for the grace period) and
+            # failed the trial; its configuration was queued again. Whatever this trial measured
+            # is on disk already, and the retry answers from it.
+            log.warning("trial %d was failed by another worker meanwhile; going on", trial.number)
         finally:
             keeper.stop()
 

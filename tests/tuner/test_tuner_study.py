@@ -174,3 +174,55 @@ def test_the_budget_counts_running_trials_before_this_one() -> None:
     assert snap.slots_before(early.number) == (1, 1)  # the first running trial waits for no one
     study.tell(unclaimed, state=optuna.trial.TrialState.PRUNED)
     assert Snapshot.read(study).slots_before(me.number) == (1, 2)
+
+
+def test_a_worker_taken_for_dead_goes_on_and_its_row_answers_the_retry(tmp_path) -> None:
+    storage = optuna.storages.InMemoryStorage()
+    calls: list[str] = []
+
+    def bench(shape, dtype, config):
+        calls.append(config.key)
+        if len(calls) == 3:  # another worker fails this trial meanwhile and queues it again
+            study = optuna.load_study(study_name="s", storage=storage)
+            (running,) = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+            storage.set_trial_state_values(running._trial_id, state=optuna.trial.TrialState.FAIL)
+            optuna.storages.RetryHeartbeatStaleTrialCallback()(study, storage.get_trial(running._trial_id))
+        return F.synthetic_bench(shape, dtype, config)
+
+    sink = ResultsSink(tmp_path, "h200", "run")
+    watch = StoreWatch(tmp_path, "h200", F.SMALL, BF16, own=lambda: [])  # reads its own file too
+    outcome = StudyLoop(
+        plan(trials=8), BenchRunner(bench, F.IDENTITY, F.copy_ms), storage, sink=sink, watch=watch
+    ).run()
+    frame, _ = load_results(tmp_path)
+    assert len(calls) == len(set(calls)) == 8 and frame["config_key"].is_unique and len(frame) == 8
+    assert outcome.answered == 1  # the retried configuration, from the row on disk
+
+
+def test_three_workers_with_a_budget_beyond_the_space_stop_when_it_is_exhausted(tmp_path) -> None:
+    import threading
+
+    storage = optuna.storages.InMemoryStorage()
+    runners = [F.synthetic_runner() for _ in range(3)]
+    outcomes = []
+
+    def work(i: int) -> None:
+        loop = StudyLoop(
+            plan(trials=450, seed=i),
+            runners[i],
+            storage,
+            run_id=f"w{i}",
+            sink=ResultsSink(tmp_path, "h200", f"w{i}"),
+            families=SMALL_FAMILIES,
+        )
+        outcomes.append(loop.run())
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    frame, _ = load_results(tmp_path)
+    assert len(frame) == 42 and frame["config_key"].is_unique  # the whole space, each once
+    trials = len(optuna.load_study(study_name="s", storage=storage).trials)
+    assert trials <= 42 + 6, trials  # a few yields at most, never a trial per repeat
