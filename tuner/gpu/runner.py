@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import ClassVar
 
 from results.schema import Status
 from tuner.interrupt import TrialInterrupted
@@ -44,13 +45,21 @@ def gpu_lock_path(identity: GpuIdentity, device: int) -> Path:
 
 
 class GpuLock:
-    """An exclusive flock on a file: released by the kernel when the process dies."""
+    """An exclusive flock on a file, released by the kernel when the process dies. Shared by
+    the runners of one process (each counted): only other processes are kept out."""
+
+    _held: ClassVar[dict[str, list[int]]] = {}  # path -> [fd, runners holding it]
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
+        self._holding = False
 
     def acquire(self) -> None:
+        held = self._held.get(str(self.path))
+        if held is not None:
+            held[1] += 1
+            self._holding = True
+            return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -63,12 +72,18 @@ class GpuLock:
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
-        self._fd = fd
+        self._held[str(self.path)] = [fd, 1]
+        self._holding = True
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if not self._holding:
+            return
+        self._holding = False
+        held = self._held[str(self.path)]
+        held[1] -= 1
+        if held[1] == 0:
+            del self._held[str(self.path)]
+            os.close(held[0])
 
 
 class GpuRunner(Runner):
