@@ -73,10 +73,15 @@ class BestAnswer(BaseModel):
     measured: Measurement
 
 
-class BestByGpu(BaseModel):
-    shape: ShapeModel
+class BestResponse(BaseModel):
+    """GET /best's answer, with `gpu` or without: `answers[0]` is the asked GPU's."""
+
+    shape: ShapeModel = Field(description="the requested shape")
     dtype: str
-    gpus: dict[str, BestAnswer] = Field(description="one answer per GPU label that can serve the shape")
+    answers: list[BestAnswer] = Field(
+        description="with `gpu`, that GPU's answer alone; without, one per GPU that can serve the "
+        "shape, in label order (each names its `gpu`)"
+    )
 
 
 class ErrorBody(BaseModel):

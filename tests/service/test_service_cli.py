@@ -52,7 +52,8 @@ def test_the_app_serves_both_directories_and_readyz_lists_them(tmp_path: Path) -
         ready = client.get("/readyz").json()
         assert ready["directories"] == [str(empty), str(BUNDLED)] and ready["rows"] > 0
         assert all(f.startswith(str(BUNDLED)) for f in ready["files"])
-        assert client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}).json()["match"] == "exact"
+        answers = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}).json()["answers"]
+        assert answers[0]["match"] == "exact"
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from results.index import CHOICE_CACHE_SIZE, BoundedCache, StoreIndex
 from results.selection import Choice, select
 from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
 from service.api.errors import ERROR_RESPONSES, NotFound
-from service.api.models import BestAnswer, BestByGpu, KernelRecipe, Measurement, ShapeModel
+from service.api.models import BestAnswer, BestResponse, KernelRecipe, Measurement, ShapeModel
 from variants import DType, Shape
 
 router = APIRouter(tags=["best"])
@@ -81,7 +81,7 @@ def tuned_names(index: StoreIndex, gpu: str | None = None) -> list[str]:
 
 @router.get(
     "/best",
-    response_model=BestAnswer | BestByGpu,
+    response_model=BestResponse,
     responses=ERROR_RESPONSES,
     summary="Best configuration for a shape",
 )
@@ -98,8 +98,9 @@ async def best(
 ) -> Response:
     """The fastest correct configuration for (B, T, NH, NH_KV, HD, dtype).
 
-    NH, NH_KV, HD and dtype default to 32, 8, 128 and bf16. With `gpu`, that GPU's answer;
-    without, one answer per GPU that has results. `match` is "exact" when this shape and
+    NH, NH_KV, HD and dtype default to 32, 8, 128 and bf16. One response shape either way:
+    `answers` holds, with `gpu`, that GPU's answer alone (`answers[0]`); without, one answer
+    per GPU that has results, in label order. `match` is "exact" when this shape and
     dtype were tuned on that GPU; otherwise "nearest" names the tuned shape the configuration
     comes from and its distance. Measured figures are those of the tuned shape.
     """
@@ -121,7 +122,7 @@ def best_answer(
     gpu: str | None,
     include_source: bool,
     other_gpus: bool = False,
-) -> BestAnswer | BestByGpu:
+) -> BestResponse:
     """The answer of GET /best (raises NotFound); the route memoizes its JSON per index."""
     if gpu is not None:
         if gpu not in index.by_gpu and not (other_gpus and index.by_gpu):
@@ -135,14 +136,15 @@ def best_answer(
                 f"no tuned configuration of GPU {gpu!r} can serve {shape} {dtype.name}",
                 tuned_names(index, gpu),
             )
-        return answer(gpu, shape, dtype, choice, include_source)
-    answers = {}
+        answers = [answer(gpu, shape, dtype, choice, include_source)]
+        return BestResponse(shape=shape_model(shape), dtype=dtype.name, answers=answers)
+    answers = []
     for label in index.available_gpus():
         choice = select(index, label, shape, dtype)
         if choice is not None:
-            answers[label] = answer(label, shape, dtype, choice, include_source)
+            answers.append(answer(label, shape, dtype, choice, include_source))
     if not answers:
         if not index.groups:
             raise NotFound("no results are loaded: the results directory has no correct trials yet")
         raise NotFound(f"no tuned configuration can serve {shape} {dtype.name}", tuned_names(index))
-    return BestByGpu(shape=shape_model(shape), dtype=dtype.name, gpus=answers)
+    return BestResponse(shape=shape_model(shape), dtype=dtype.name, answers=answers)

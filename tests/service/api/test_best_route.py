@@ -10,10 +10,18 @@ from results.schema import Status
 from results.store import load_results, write_table
 
 
+def the_answer(response) -> dict:
+    """The one answer of a GET /best that named its gpu."""
+    assert response.status_code == 200, response.text
+    answers = response.json()["answers"]
+    assert len(answers) == 1
+    return answers[0]
+
+
 def test_exact_match_serves_the_winner_with_its_launch_recipe(client: TestClient) -> None:
     r = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"})
     assert r.status_code == 200, r.text
-    body = r.json()
+    body = the_answer(r)
     assert body["match"] == "exact" and body["distance"] == 0 and body["rank"] == 0
     kernel = body["kernel"]
     split = variants.get_family("split")
@@ -39,19 +47,19 @@ def test_exact_answer_agrees_with_results_best_winners(client: TestClient, store
     frame, _ = load_results(store_dir)
     best = winners(frame)
     row = best[(best["gpu"] == "h100") & (best["T"] == 1024) & (best["B"] == 1) & (best["dtype"] == "bf16")]
-    body = client.get("/best", params={"B": 1, "T": 1024, "gpu": "h100"}).json()
+    body = the_answer(client.get("/best", params={"B": 1, "T": 1024, "gpu": "h100"}))
     assert body["kernel"]["config_key"] == row["config_key"].item()
     assert body["measured"]["speedup_vs_baseline"] == pytest.approx(row["speedup_vs_baseline"].item())
 
 
 def test_failed_trials_are_never_served(client: TestClient) -> None:
     # a wrong_result row at 0.001 ms and a crash row exist for S1; neither may win
-    body = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).json()
+    body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}))
     assert body["kernel"]["family"] == "split"
 
 
 def test_nearest_names_the_tuned_shape_and_distance(client: TestClient) -> None:
-    body = client.get("/best", params={"B": 4, "T": 1024, "gpu": "h100"}).json()
+    body = the_answer(client.get("/best", params={"B": 4, "T": 1024, "gpu": "h100"}))
     assert body["match"] == "nearest"
     assert body["tuned_shape"] == S1.as_dict() and body["tuned_dtype"] == "bf16"
     assert body["distance"] == pytest.approx(2.0)  # tokens and bytes both half of S1's
@@ -63,21 +71,21 @@ def test_nearest_names_the_tuned_shape_and_distance(client: TestClient) -> None:
 
 
 def test_same_dtype_is_preferred_over_a_closer_other_dtype(client: TestClient) -> None:
-    body = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100", "dtype": "fp32"}).json()
+    body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100", "dtype": "fp32"}))
     assert body["match"] == "exact" and body["kernel"]["family"] == "vec"
-    body = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100", "dtype": "fp16"}).json()
+    body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100", "dtype": "fp16"}))
     assert body["match"] == "nearest" and body["tuned_dtype"] == "bf16"
 
 
 def test_a_rejected_configuration_is_skipped_for_the_next_best(client: TestClient) -> None:
     # HD=100 is not a multiple of 8 bf16 lanes: split and vec (16-byte) reject it; naive serves
-    body = client.get("/best", params={"B": 8, "T": 1024, "HD": 100, "gpu": "h100"}).json()
+    body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "HD": 100, "gpu": "h100"}))
     assert body["match"] == "nearest" and body["tuned_shape"] == S1.as_dict()
     assert body["kernel"]["family"] == "naive" and body["rank"] == 2
 
 
 def test_falls_back_to_the_next_shape_when_every_configuration_rejects(client: TestClient) -> None:
-    body = client.get("/best", params={"B": 8, "T": 1024, "HD": 100, "gpu": "l4"}).json()
+    body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "HD": 100, "gpu": "l4"}))
     assert body["tuned_shape"] == S2.as_dict() and body["kernel"]["family"] == "gather"
 
 
@@ -91,7 +99,7 @@ def test_served_configurations_always_accept_the_requested_shape(client: TestCli
         r = client.get("/best", params={"B": b, "T": t, "NH": nh, "NH_KV": nh_kv, "HD": hd, "dtype": dtype})
         assert r.status_code == 200, r.text
         shape, dt = variants.Shape(b, t, nh, nh_kv, hd), variants.get_dtype(dtype)
-        for answer in r.json()["gpus"].values():
+        for answer in r.json()["answers"]:
             kernel = answer["kernel"]
             config = variants.Config(kernel["family"], tuple(sorted(kernel["params"].items())))
             assert variants.get_family(kernel["family"]).rejection(shape, dt, config) is None
@@ -99,19 +107,30 @@ def test_served_configurations_always_accept_the_requested_shape(client: TestCli
 
 def test_without_gpu_answers_every_gpu(client: TestClient) -> None:
     body = client.get("/best", params={"B": 8, "T": 1024}).json()
-    assert set(body["gpus"]) == {"h100", "h200", "l4"}
-    assert body["gpus"]["h200"]["kernel"]["family"] == "vec"
+    assert [a["gpu"] for a in body["answers"]] == ["h100", "h200", "l4"]
+    assert body["answers"][1]["kernel"]["family"] == "vec"
+
+
+def test_with_or_without_gpu_the_response_has_one_shape(client: TestClient) -> None:
+    every = client.get("/best", params={"B": 4, "T": 1024, "dtype": "bf16"}).json()
+    one = client.get("/best", params={"B": 4, "T": 1024, "dtype": "bf16", "gpu": "h200"}).json()
+    for body in (every, one):
+        assert set(body) == {"shape", "dtype", "answers"}
+        assert body["shape"] == {"B": 4, "T": 1024, "NH": 32, "NH_KV": 8, "HD": 128}
+        assert body["dtype"] == "bf16"
+    assert len(one["answers"]) == 1 and one["answers"][0] == every["answers"][1]
+    assert one["answers"][0]["gpu"] == "h200"
 
 
 def test_an_old_source_is_served_but_named(client: TestClient) -> None:
-    body = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}).json()
+    body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}))
     assert body["measured"]["source_hash"] == "0123456789abcdef"
     assert body["measured"]["source_current"] is False
     assert body["kernel"]["source_hash"] == variants.get_family("vec").source_hash
 
 
 def test_include_source_embeds_the_kernel_source(client: TestClient) -> None:
-    body = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100", "include_source": True}).json()
+    body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100", "include_source": True}))
     assert body["kernel"]["source"] == variants.get_family("split").source
 
 
@@ -173,12 +192,12 @@ def test_largest_shapes_are_answered_or_refused_cleanly(client: TestClient) -> N
     top = 2**24
     r = client.get("/best", params={"B": top, "T": top, "NH": top, "NH_KV": 1, "HD": top})
     assert r.status_code in (200, 404)
-    for answer in (r.json().get("gpus") or {}).values():
+    for answer in r.json().get("answers", []):
         assert answer["kernel"]["grid"] <= 2**31 - 1
 
 
 def test_other_gpus_answers_a_gpu_without_results_and_names_the_measuring_one(client: TestClient) -> None:
-    body = client.get("/best", params={"B": 8, "T": 1024, "gpu": "v100", "other_gpus": True}).json()
+    body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "v100", "other_gpus": True}))
     assert body["gpu"] == "v100" and body["measured_gpu"] == "h100"
-    own = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200", "other_gpus": True}).json()
+    own = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200", "other_gpus": True}))
     assert own["measured_gpu"] == "h200"
