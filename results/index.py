@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 import variants
 from results.best import baseline_rows, ok_rows
@@ -123,6 +124,8 @@ class StoreIndex:
     loaded_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     unusable_rows: int = 0  # ok rows whose family or params the current code does not know
     by_gpu: dict[str, tuple[TunedGroup, ...]] = field(default_factory=dict)
+    # the same rows as `frame`, in the same order, as the store read them (None: not kept)
+    table: pa.Table | None = field(default=None, repr=False)
     # configurations already chosen over this index (owned by results.selection)
     choices: BoundedCache = field(default_factory=lambda: BoundedCache(CHOICE_CACHE_SIZE), repr=False)
 
@@ -183,12 +186,18 @@ def parse_config(family_name: str, params_json: str) -> tuple[Family, Config, di
     return family, config, params
 
 
-def build_index(frame: pd.DataFrame, report: LoadReport | None = None) -> StoreIndex:
-    """Index trial rows. Only status ok rows with a finite time become candidates."""
+def build_index(
+    frame: pd.DataFrame, report: LoadReport | None = None, table: pa.Table | None = None
+) -> StoreIndex:
+    """Index trial rows. Only status ok rows with a finite positive time become candidates
+    (the store's loader drops the others; rows built in memory are held to it here too).
+    `table`, when given, is the same rows as arrow (the exports stream from it)."""
     report = report or LoadReport()
     group_cols = list(GROUP_COLUMNS)
     ok = ok_rows(frame)
-    ok = ok[np.isfinite(ok["time_ms"].to_numpy(dtype=float))]
+    times = ok["time_ms"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        ok = ok[np.isfinite(times) & (times > 0)]
     ok = ok.sort_values(["time_ms", "timestamp"], kind="stable")
     fastest = ok.drop_duplicates([*group_cols, "config_key"], keep="first")
 
@@ -290,6 +299,7 @@ def build_index(frame: pd.DataFrame, report: LoadReport | None = None) -> StoreI
         by_gpu={gpu: tuple(found) for gpu, found in by_gpu.items()},
         gpus=summarize_gpus(frame, groups),
         unusable_rows=unusable,
+        table=table,
     )
 
 

@@ -17,17 +17,21 @@ import re
 import socket
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import platformdirs
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from results.schema import COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
+import variants
+from results.schema import COLUMNS, SCHEMA_VERSION, SHAPE_COLUMNS, STATUSES, TRIAL_SCHEMA, Status
+from variants.shape import MAX_DIM
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +51,41 @@ class CorruptResults(ValueError):
     """A results file that cannot be read as trial rows."""
 
 
+# No memory moves bytes faster than this: an ok time below what the shape's bytes take at
+# this rate is a broken row, not a measurement (an H200 reads and writes at about 4.8 TB/s).
+MAX_BANDWIDTH = 100e12  # bytes/s
+REQUIRED_COLUMNS = tuple(f.name for f in TRIAL_SCHEMA if not f.nullable)
+
+
 @dataclass
 class LoadReport:
-    """What a load read, and every file it had to skip (with why)."""
+    """What a load read, every file it had to skip and every row it dropped (with why)."""
 
     files: list[Path] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # file -> why it could not be read
+    dropped: dict[str, dict[str, int]] = field(default_factory=dict)  # file -> reason -> rows
+    stale: dict[str, str] = field(default_factory=dict)  # file -> why its last good copy is served
+    missing: list[str] = field(default_factory=list)  # directories that do not exist
+
+    @property
+    def dropped_rows(self) -> int:
+        return sum(sum(reasons.values()) for reasons in self.dropped.values())
+
+
+@dataclass
+class FileRows:
+    """One results file as loaded: its valid rows, or why it could not be read."""
+
+    path: Path
+    table: pa.Table | None  # the rows that passed validation; None if unreadable
+    error: str | None = None
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> rows
+    rows_read: int = 0
+
+    @property
+    def usable(self) -> bool:
+        """Read, and not every row of it dropped (a file rewritten in place by a broken tool)."""
+        return self.table is not None and (self.table.num_rows > 0 or self.rows_read == 0)
 
 
 def user_results_dir() -> Path:
@@ -203,7 +236,8 @@ def upgrade(table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=TRIAL_SCHEMA)
 
 
-def read_file(path: Path) -> pd.DataFrame:
+def read_table(path: Path) -> pa.Table:
+    """One file's rows as a table of TRIAL_SCHEMA (upgraded, not validated)."""
     try:
         # One open, read whole: a path given to pyarrow may be opened more than once (schema,
         # then data) and a writer's os.replace in between would mix two versions.
@@ -212,7 +246,141 @@ def read_file(path: Path) -> pd.DataFrame:
         table = pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
         raise CorruptResults(f"{path.name}: unreadable parquet ({exc})") from exc
-    return upgrade(table).to_pandas()
+    return upgrade(table)
+
+
+def read_file(path: Path) -> pd.DataFrame:
+    """One file's rows as a DataFrame, upgraded but not validated: every row as written (what
+    a merge copies). Readers that use the rows go through `load_file` or `load_results`."""
+    return read_table(path).to_pandas()
+
+
+def _examples(values: np.ndarray, limit: int = 3) -> str:
+    seen: list[str] = []
+    for value in values:
+        text = repr(value.item() if isinstance(value, np.generic) else value)
+        text = text if len(text) <= 40 else text[:37] + "..."
+        if text not in seen:
+            seen.append(text)
+        if len(seen) == limit:
+            break
+    return ", ".join(seen)
+
+
+def _column(table: pa.Table, name: str, fill: Any) -> np.ndarray:
+    return pc.fill_null(table.column(name), fill).to_numpy(zero_copy_only=False)
+
+
+def validate_table(
+    table: pa.Table, families: Collection[str] | None = None
+) -> tuple[pa.Table, dict[str, int]]:
+    """The rows of `table` that the service, the selection rule and the dashboards can trust,
+    and how many rows each reason dropped (a row counts under the first reason it fails):
+
+    - every required column (non-nullable in TRIAL_SCHEMA) is set, strings non-empty;
+    - status is one of results.schema.STATUSES, dtype one of variants.DTYPES, family one of
+      `families` (default: variants.FAMILIES);
+    - B, T, NH, NH_KV, HD make a variants.Shape (>= 1, <= MAX_DIM, NH divisible by NH_KV);
+    - a row with status ok has a finite positive time, no shorter than the shape's bytes take
+      at MAX_BANDWIDTH.
+    """
+    known_families = set(variants.FAMILIES if families is None else families)
+    n = table.num_rows
+    bad = np.zeros(n, dtype=bool)
+    reasons: dict[str, int] = {}
+
+    def drop(mask: np.ndarray, reason: str, values: np.ndarray | None = None) -> None:
+        nonlocal bad
+        new = mask & ~bad
+        count = int(new.sum())
+        if count:
+            if values is not None:
+                reason = f"{reason} (e.g. {_examples(values[new])})"
+            reasons[reason] = reasons.get(reason, 0) + count
+            bad |= new
+
+    for name in REQUIRED_COLUMNS:
+        column = table.column(name)
+        missing = pc.is_null(column)
+        if pa.types.is_string(column.type):
+            missing = pc.or_(missing, pc.equal(pc.fill_null(column, ""), ""))
+            drop(missing.to_numpy(zero_copy_only=False), f"{name} is null or empty")
+        else:
+            drop(missing.to_numpy(zero_copy_only=False), f"{name} is null")
+
+    for name, accepted in (
+        ("status", tuple(map(str, STATUSES))),
+        ("dtype", tuple(variants.DTYPES)),
+        ("family", tuple(sorted(known_families))),
+    ):
+        values = _column(table, name, "")
+        drop(~np.isin(values, accepted), f"{name} is not one of {', '.join(accepted)}", values)
+
+    dims = {name: _column(table, name, 0).astype(np.int64) for name in SHAPE_COLUMNS}
+    in_range = np.ones(n, dtype=bool)
+    for values in dims.values():
+        in_range &= (values >= 1) & (values <= MAX_DIM)
+    divides = in_range & (dims["NH"] % np.where(in_range, dims["NH_KV"], 1) == 0)
+    if not divides.all():
+        first = int(np.flatnonzero(~divides & ~bad)[0]) if (~divides & ~bad).any() else None
+        why = ""
+        if first is not None:
+            try:
+                variants.Shape(*(int(dims[c][first]) for c in SHAPE_COLUMNS))
+            except variants.InvalidShape as exc:
+                why = f" (e.g. {exc})"
+        drop(~divides, f"B, T, NH, NH_KV, HD are not a valid shape{why}")
+
+    ok = _column(table, "status", "") == str(Status.OK)
+    times = pc.fill_null(table.column("time_ms"), math.nan).to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        drop(
+            ok & ~(np.isfinite(times) & (times > 0)),
+            "status ok but time_ms is not a finite positive number",
+            times,
+        )
+        itemsize = np.array(
+            [variants.DTYPES[d].itemsize if d in variants.DTYPES else 0 for d in _column(table, "dtype", "")],
+            dtype=float,
+        )
+        # Shape.bytes_moved, row by row: dout (B, T, 3, NH, HD) read, dinp (B, T, NH + 2 NH_KV, HD) written
+        tokens = dims["B"].astype(float) * dims["T"]
+        heads = 3 * dims["NH"].astype(float) + dims["NH"] + 2 * dims["NH_KV"]
+        floor_ms = tokens * heads * dims["HD"] * itemsize / MAX_BANDWIDTH * 1e3
+        drop(
+            ok & (times < floor_ms),
+            f"status ok but time_ms is below what the shape's bytes take at {MAX_BANDWIDTH / 1e12:.0f} TB/s",
+            times,
+        )
+    if bad.any():
+        table = table.filter(pa.array(~bad))
+    return table, reasons
+
+
+def load_file(path: Path, families: Collection[str] | None = None) -> FileRows:
+    """Read and validate one results file; never raises for bad contents."""
+    path = Path(path)
+    try:
+        table = read_table(path)
+    except CorruptResults as exc:
+        log.warning("skipping results file %s: %s", path, exc)
+        return FileRows(path, None, error=str(exc))
+    valid, dropped = validate_table(table, families)
+    if dropped:
+        log.warning(
+            "dropping %d of %d rows of results file %s: %s",
+            table.num_rows - valid.num_rows,
+            table.num_rows,
+            path,
+            "; ".join(f"{why}: {count}" for why, count in dropped.items()),
+        )
+    return FileRows(path, valid, dropped=dropped, rows_read=table.num_rows)
+
+
+def concat_tables(tables: Iterable[pa.Table]) -> pa.Table:
+    """The rows of every table in turn (no copy), or an empty table of TRIAL_SCHEMA."""
+    tables = list(tables)
+    return pa.concat_tables(tables) if tables else TRIAL_SCHEMA.empty_table()
 
 
 def result_files(directory: Path) -> list[Path]:
@@ -239,25 +407,42 @@ def results_files_of(directories: Path | Iterable[Path]) -> list[Path]:
     return files
 
 
-def load_results(directories: Path | Iterable[Path]) -> tuple[pd.DataFrame, LoadReport]:
-    """Every trial row under one directory or several (e.g. `read_dirs(...)`); directories
-    that do not exist are skipped, and a file reached through two of them is read once.
-    Unreadable files are skipped with a warning and listed in the report; no row of a
-    readable file is ever dropped."""
-    report = LoadReport()
-    frames = []
+def missing_directories(directories: Path | Iterable[Path]) -> list[Path]:
+    if isinstance(directories, (str, os.PathLike)):
+        directories = [Path(directories)]
+    return [Path(d) for d in directories if not Path(d).is_dir()]
+
+
+def load_table(
+    directories: Path | Iterable[Path], families: Collection[str] | None = None
+) -> tuple[pa.Table, LoadReport]:
+    """Every valid trial row under one directory or several (e.g. `read_dirs(...)`), as one
+    table; directories that do not exist are skipped (and listed in the report), and a file
+    reached through two of them is read once. Unreadable files are skipped with a warning, and
+    rows that fail `validate_table` are dropped with one; the report lists both with why."""
+    if isinstance(directories, (str, os.PathLike)):
+        directories = [Path(directories)]
+    directories = list(directories)
+    report = LoadReport(missing=[str(d) for d in missing_directories(directories)])
+    tables = []
     for path in results_files_of(directories):
-        try:
-            frame = read_file(path)
-        except CorruptResults as exc:
-            log.warning("skipping results file %s: %s", path, exc)
-            report.skipped[str(path)] = str(exc)
+        loaded = load_file(path, families)
+        if loaded.error is not None:
+            report.skipped[str(path)] = loaded.error
             continue
+        if loaded.dropped:
+            report.dropped[str(path)] = loaded.dropped
         report.files.append(path)
-        frames.append(frame)
-    if not frames:
-        return empty_frame(), report
-    return pd.concat(frames, ignore_index=True), report
+        tables.append(loaded.table)
+    return concat_tables(tables), report
+
+
+def load_results(
+    directories: Path | Iterable[Path], families: Collection[str] | None = None
+) -> tuple[pd.DataFrame, LoadReport]:
+    """`load_table`, as a DataFrame."""
+    table, report = load_table(directories, families)
+    return table.to_pandas(), report
 
 
 def empty_frame() -> pd.DataFrame:

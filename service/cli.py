@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,6 +70,19 @@ def settings_from(argv: Sequence[str] | None) -> Settings:
     return settings
 
 
+def configure_logging(level: str) -> None:
+    """The service's own messages (loads, skipped files, dropped rows, missing directories) on
+    stderr, formatted as uvicorn's."""
+    from uvicorn.logging import DefaultFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s", use_colors=False))
+    for name in ("service", "results"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(level.upper())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from(argv)
@@ -76,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m service: {exc} (see --help)", file=sys.stderr)
         return 2
     import uvicorn
+
+    configure_logging(settings.log_level)
 
     from service.api.app import create_app
 

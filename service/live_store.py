@@ -5,6 +5,11 @@ directory, and beside it the results bundled with the package).
 Requests only read `current` (one attribute load); a reload builds a whole new index and
 swaps it in, so an answer never sees half of two loads. Nothing here writes to the
 results directory.
+
+A reload reads only the files that changed (by mtime and size); the others keep the rows
+read last time. A file that was good and then turns unreadable in place, or whose every row
+now fails validation, keeps being served from its last good copy until it is fixed or
+removed; /readyz says so.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from results.index import StoreIndex, build_index
-from results.store import load_results, results_files_of
+from results.store import FileRows, LoadReport, concat_tables, load_file, results_files_of
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +51,29 @@ class LoadState:
     load_seconds: float
 
 
+@dataclass(frozen=True)
+class GoodCopy:
+    """The last version of a file whose rows could be served, and when it was read."""
+
+    rows: FileRows
+    read_at: datetime
+
+
 @dataclass
 class ResultsStore:
     directory: Path  # the results directory; files are reported relative to it
     interval: float = 5.0
     clock: Callable[[], float] = time.monotonic
     beside: Sequence[Path] = ()  # read after it, e.g. the bundled results
+    families: Collection[str] | None = None  # the families rows may name (default: variants')
     _state: LoadState | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    # the last load of each file, with the (mtime, size) it was read at
+    _loaded: dict[str, tuple[tuple[int, int], FileRows]] = field(default_factory=dict)
+    _good: dict[str, GoodCopy] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()  # directories that do not exist (checked on every poll)
     last_error: str | None = None
 
     @property
@@ -69,15 +88,69 @@ class ResultsStore:
     def ready(self) -> bool:
         return self._state is not None
 
+    def check_directories(self) -> tuple[str, ...]:
+        """Note (and log, when it changes) which directories do not exist."""
+        missing = tuple(str(d) for d in self.directories if not d.is_dir())
+        for directory in missing:
+            if directory not in self.missing:
+                log.warning(
+                    "results directory %s does not exist: nothing is served from it until it is created",
+                    directory,
+                )
+        for directory in self.missing:
+            if directory not in missing:
+                log.info("results directory %s now exists", directory)
+        self.missing = missing
+        return missing
+
     def refresh(self, force: bool = False) -> bool:
-        """Reload if the directory changed since the last load (or if forced). True if reloaded."""
+        """Reload if the directory changed since the last load (or if forced: then every file
+        is read again). True if reloaded."""
         with self._lock:
+            missing = self.check_directories()
             signature = directory_signature(self.directories)
             if not force and self._state is not None and signature == self._state.signature:
                 return False
             started = self.clock()
-            frame, report = load_results(self.directories)
-            index = build_index(frame, report)
+            report = LoadReport(missing=list(missing))
+            tables = []
+            loaded: dict[str, tuple[tuple[int, int], FileRows]] = {}
+            good: dict[str, GoodCopy] = {}
+            now = datetime.now(timezone.utc)
+            for name, mtime, size in signature:
+                stamp = (mtime, size)
+                previous = self._loaded.get(name)
+                if previous is not None and previous[0] == stamp and not force:
+                    rows = previous[1]
+                else:
+                    rows = load_file(Path(name), self.families)
+                loaded[name] = (stamp, rows)
+                if rows.error is not None:
+                    report.skipped[name] = rows.error
+                if rows.dropped:
+                    report.dropped[name] = rows.dropped
+                if rows.usable:
+                    kept = self._good.get(name)
+                    good[name] = kept if kept is not None and kept.rows is rows else GoodCopy(rows, now)
+                else:
+                    copy = self._good.get(name)
+                    if copy is None:
+                        continue
+                    good[name] = copy
+                    why = "unreadable" if rows.error is not None else "every row of it fails validation"
+                    report.stale[name] = (
+                        f"{why} since it last changed; serving its last good copy "
+                        f"({copy.rows.table.num_rows} rows, read {copy.read_at:%Y-%m-%d %H:%M:%S} UTC) "
+                        "until it is fixed or removed"
+                    )
+                    log.warning("results file %s is %s: serving its last good copy", name, why)
+                    rows = copy.rows
+                report.files.append(Path(name))
+                tables.append(rows.table)
+            self._loaded, self._good = loaded, good
+            table = concat_tables(tables)
+            frame = table.to_pandas()
+            index = build_index(frame, report, table=table)
             generation = 1 if self._state is None else self._state.generation + 1
             gc.unfreeze()
             self._state = LoadState(index, signature, generation, self.clock() - started)
@@ -86,11 +159,13 @@ class ResultsStore:
             gc.collect()
             gc.freeze()
             log.info(
-                "loaded %d trial rows from %d files in %.2f s (%d skipped)",
+                "loaded %d trial rows from %d files in %.2f s (%d files skipped, %d rows dropped, %d stale)",
                 len(frame),
                 len(report.files),
                 self._state.load_seconds,
                 len(report.skipped),
+                report.dropped_rows,
+                len(report.stale),
             )
             return True
 

@@ -92,3 +92,22 @@ def other_rows() -> list[dict[str, Any]]:
         trial("l4", S1, "bf16", "split", SPLIT16, 0.20, number=0),
         trial("l4", S2, "bf16", "gather", GATHER, 0.50, number=0),
     ]
+
+
+def write_unchecked(rows: list[dict[str, Any]], directory, name: str):
+    """Write rows as a results file the way a hand, an old version or a broken tool might:
+    the trial schema's columns, none of them checked (nulls included)."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from results.schema import COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
+
+    loose = pa.schema([f.with_nullable(True) for f in TRIAL_SCHEMA], metadata=TRIAL_SCHEMA.metadata)
+    frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
+    frame["schema_version"] = SCHEMA_VERSION
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, schema=loose, preserve_index=False), path)
+    return path

@@ -156,6 +156,21 @@ class Readiness(BaseModel):
         description="files loaded, relative to the results directory (absolute when outside it)",
     )
     skipped: dict[str, str] = Field(default_factory=dict, description="unreadable files and why")
+    dropped: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="per file, the rows left out for failing validation: reason -> rows",
+    )
+    dropped_rows: int = Field(0, description="rows left out for failing validation, in all")
+    stale: dict[str, str] = Field(
+        default_factory=dict,
+        description="files served from their last good copy (the current one is unreadable or all bad)",
+    )
+    missing_directories: list[str] = Field(
+        default_factory=list, description="directories to read that do not exist (nothing served from them)"
+    )
+    warnings: list[str] = Field(
+        default_factory=list, description="one line per problem above, for a person to read"
+    )
     rows: int = 0
     tuned: int = 0
     unusable_rows: int = Field(0, description="ok rows of families or parameters the code no longer knows")

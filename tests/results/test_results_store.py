@@ -13,7 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from trial_rows import write_unchecked
 
+import variants
 from results import store
 from results.best import winners
 from results.schema import COLUMNS, Status
@@ -190,3 +192,36 @@ def test_a_temporary_names_its_writer(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(store.os, "replace", lambda a, b: (seen.append(Path(a).name), replace(a, b)))
     write_table([row()], tmp_path, "run")
     assert seen[0].startswith(f"{TEMP_PREFIX}{os.getpid()}@{store._HOST}@")
+
+
+def test_rows_that_cannot_be_trusted_are_dropped_with_why(tmp_path: Path, caplog) -> None:
+    shape = variants.Shape(8, 1024, 32, 8, 128)
+    floor_ms = shape.bytes_moved(variants.get_dtype("bf16")) / store.MAX_BANDWIDTH * 1e3
+    rows = [
+        row(),
+        row(time_ms=floor_ms * 1.01),  # very fast, but possible
+        row(time_ms=floor_ms * 0.99),
+        row(time_ms=0.0),
+        row(time_ms=-1.0),
+        row(status="timeout", time_ms=float("inf")),  # failed trials carry inf: kept
+        row(gpu=None),
+        row(run_id=""),
+        row(status="great"),
+        row(NH_KV=5),
+    ]
+    write_unchecked(rows, tmp_path, "mixed")
+    with caplog.at_level(logging.WARNING):
+        frame, report = load_results(tmp_path)
+    assert len(frame) == 3 and report.dropped_rows == 7
+    assert report.files == [tmp_path / "mixed.parquet"] and not report.skipped
+    reasons = report.dropped[str(tmp_path / "mixed.parquet")]
+    assert reasons["gpu is null or empty"] == 1 and reasons["run_id is null or empty"] == 1
+    assert sum(n for why, n in reasons.items() if "finite positive" in why) == 2
+    assert sum(n for why, n in reasons.items() if "100 TB/s" in why) == 1
+    assert "dropping 7 of 10 rows" in caplog.text
+
+
+def test_the_families_a_loader_accepts_can_be_given(tmp_path: Path) -> None:
+    write_table([row(), row(family="faulty", config_key="faulty[mode=ok]")], tmp_path, "run")
+    assert len(load_results(tmp_path)[0]) == 1
+    assert len(load_results(tmp_path, families={"vec", "faulty"})[0]) == 2

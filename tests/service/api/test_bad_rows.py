@@ -1,0 +1,207 @@
+"""Rows no tuner of this version writes (by hand, an old version, a broken tool) are dropped
+when their file is loaded, and /readyz says which and why; the service never answers 500
+because of them, nor serves them."""
+
+from __future__ import annotations
+
+import logging
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import S1, SPLIT16, VEC16, WPH, make_client, trial
+from fastapi.testclient import TestClient
+from trial_rows import write_unchecked
+
+from results.store import write_table
+
+
+def bad(config: tuple[str, dict] = ("warp_per_head", WPH), **fields) -> dict:
+    """A synthetic h100 row of `config` at 0.05 ms, then `fields` written over it."""
+    row = trial("h100", S1, "bf16", *config, 0.05)
+    row.update(fields)
+    return row
+
+
+def client_with(store_dir: Path, rows: list[dict], name: str = "hand-written") -> TestClient:
+    write_unchecked(rows, store_dir, name)
+    return make_client(store_dir)
+
+
+@pytest.mark.parametrize("time_ms", [0.0, -1.0, 5e-324, math.nan, math.inf])
+def test_an_impossible_ok_time_is_never_served(store_dir: Path, time_ms: float) -> None:
+    with client_with(store_dir, [bad(time_ms=time_ms)]) as c:
+        assert c.app.state.store.wait_ready(30)
+        r = c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"})
+        assert r.status_code == 200, r.text
+        assert r.json()["answers"][0]["kernel"]["family"] == "split"  # the real winner
+        assert c.get("/shapes").status_code == 200
+        assert c.get("/best", params={"B": 8, "T": 1024}).status_code == 200
+        ready = c.get("/readyz").json()
+        assert ready["dropped_rows"] == 1
+        assert list(ready["dropped"]) == ["hand-written.parquet"]
+        assert any("hand-written.parquet: 1 rows dropped" in w for w in ready["warnings"])
+
+
+def test_a_time_faster_than_any_memory_is_dropped(store_dir: Path) -> None:
+    # 302 MB at 100 TB/s take 3 us: 1 us is impossible, 10 us is merely very fast
+    with client_with(store_dir, [bad(time_ms=0.001), bad(("vec", VEC16), time_ms=0.01)]) as c:
+        assert c.app.state.store.wait_ready(30)
+        reasons = c.get("/readyz").json()["dropped"]["hand-written.parquet"]
+        assert len(reasons) == 1 and "100 TB/s" in next(iter(reasons))
+        body = c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).json()
+        assert body["answers"][0]["measured"]["time_ms"] == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize("column", ["gpu", "dtype"])
+def test_a_null_gpu_or_dtype_breaks_no_dashboard(store_dir: Path, column: str) -> None:
+    with client_with(store_dir, [bad(**{column: None})]) as c:
+        assert c.app.state.store.wait_ready(30)
+        assert c.get("/dashboards").status_code == 200
+        assert c.get("/dashboards/gpus", params={"B": 8, "T": 1024}).status_code == 200
+        assert c.get("/gpus").status_code == 200
+        reasons = c.get("/readyz").json()["dropped"]["hand-written.parquet"]
+        assert reasons == {f"{column} is null or empty": 1}
+
+
+def test_a_null_family_breaks_no_shape_page(store_dir: Path) -> None:
+    with client_with(store_dir, [bad(family=None)]) as c:
+        assert c.app.state.store.wait_ready(30)
+        r = c.get("/dashboards/shape", params={"gpu": "h100", "B": 8, "T": 1024})
+        assert r.status_code == 200, r.text[:500]
+        assert c.get("/readyz").json()["dropped"] == {"hand-written.parquet": {"family is null or empty": 1}}
+
+
+def test_unknown_names_and_shapes_are_dropped_with_counts(store_dir: Path) -> None:
+    rows = [
+        bad(status="fine"),
+        bad(status="fine"),
+        bad(family="gone"),
+        bad(dtype="int8"),
+        bad(NH=30),
+        bad(B=0),
+        bad(("split", SPLIT16), time_ms=0.08),  # a good row in the same file
+    ]
+    with client_with(store_dir, rows) as c:
+        assert c.app.state.store.wait_ready(30)
+        ready = c.get("/readyz").json()
+        reasons = ready["dropped"]["hand-written.parquet"]
+        assert sum(reasons.values()) == 6 and ready["dropped_rows"] == 6
+        status = next(why for why in reasons if why.startswith("status"))
+        assert reasons[status] == 2 and "'fine'" in status and "wrong_result" in status
+        assert any(why.startswith("family") and "'gone'" in why for why in reasons)
+        assert any(why.startswith("dtype") and "'int8'" in why for why in reasons)
+        shape = next(why for why in reasons if "shape" in why)
+        assert reasons[shape] == 2
+        assert ready["rows"] == 12  # 11 good rows of the fixtures and the good one here
+        body = c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).json()
+        assert body["answers"][0]["measured"]["time_ms"] == pytest.approx(0.08)
+
+
+def test_a_file_corrupted_in_place_keeps_its_last_good_copy(store_dir: Path) -> None:
+    path = write_table([trial("a100", S1, "bf16", "vec", VEC16, 0.2)], store_dir, "synthetic-a100")
+    with make_client(store_dir) as c:
+        store = c.app.state.store
+        assert store.wait_ready(30)
+        params = {"B": 8, "T": 1024, "gpu": "a100"}
+        assert c.get("/best", params=params).status_code == 200
+
+        path.write_bytes(b"PAR1 overwritten by a broken tool")
+        assert store.refresh() is True
+        assert c.get("/best", params=params).json()["answers"][0]["measured"]["time_ms"] == 0.2
+        ready = c.get("/readyz").json()
+        assert "synthetic-a100.parquet" in ready["skipped"]
+        assert "last good copy" in ready["stale"]["synthetic-a100.parquet"]
+        assert any("synthetic-a100.parquet: unreadable" in w for w in ready["warnings"])
+        assert "synthetic-a100.parquet" in ready["files"]
+
+        # rewritten in place with nothing but bad rows: still the last good copy
+        write_unchecked([bad(gpu="a100", time_ms=0.0)], store_dir, "synthetic-a100")
+        assert store.refresh() is True
+        assert c.get("/best", params=params).status_code == 200
+        assert "fails validation" in c.get("/readyz").json()["stale"]["synthetic-a100.parquet"]
+
+        # fixed: the new rows are served, nothing is stale
+        write_table([trial("a100", S1, "bf16", "vec", VEC16, 0.3)], store_dir, "synthetic-a100")
+        assert store.refresh() is True
+        assert c.get("/best", params=params).json()["answers"][0]["measured"]["time_ms"] == 0.3
+        assert c.get("/readyz").json()["stale"] == {}
+
+        # removed: gone for good
+        path.unlink()
+        assert store.refresh() is True
+        assert c.get("/best", params=params).status_code == 404
+
+
+def test_a_new_corrupt_file_has_no_good_copy_to_serve(store_dir: Path) -> None:
+    (store_dir / "broken.parquet").write_bytes(b"not parquet")
+    with make_client(store_dir) as c:
+        assert c.app.state.store.wait_ready(30)
+        ready = c.get("/readyz").json()
+        assert "broken.parquet" in ready["skipped"] and ready["stale"] == {}
+        assert "broken.parquet" not in ready["files"]
+
+
+def test_only_changed_files_are_read_again(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from service import live_store
+
+    read: list[str] = []
+    real = live_store.load_file
+    monkeypatch.setattr(
+        live_store, "load_file", lambda path, families=None: read.append(path.name) or real(path)
+    )
+    with make_client(store_dir) as c:
+        store = c.app.state.store
+        assert store.wait_ready(30)
+        assert sorted(read) == ["synthetic-h100.parquet", "synthetic-others.parquet"]
+        read.clear()
+        write_table([trial("a100", S1, "bf16", "vec", VEC16, 0.2)], store_dir, "synthetic-a100")
+        assert store.refresh() is True and read == ["synthetic-a100.parquet"]
+        assert c.get("/readyz").json()["rows"] == 12
+
+
+def test_a_missing_results_directory_is_said_in_readyz_and_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = tmp_path / "not-there"
+    with caplog.at_level(logging.WARNING, logger="service"), make_client(missing) as c:
+        assert c.app.state.store.wait_ready(30)
+        ready = c.get("/readyz").json()
+        assert ready["ready"] is True and ready["missing_directories"] == [str(missing)]
+        assert any(str(missing) in w and "does not exist" in w for w in ready["warnings"])
+        assert f"results directory {missing} does not exist" in caplog.text
+        missing.mkdir()
+        c.app.state.store.refresh()
+        assert c.get("/readyz").json()["missing_directories"] == []
+
+
+def test_python_m_service_logs_a_missing_results_directory(tmp_path: Path) -> None:
+    from conftest import REPO
+    from live_service import free_port
+
+    missing, port = tmp_path / "nowhere", free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "--results-dir", str(missing), "--no-bundled", "--port", str(port)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+                if ready.status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert ready.json()["missing_directories"] == [str(missing)]
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert f"WARNING:  results directory {missing} does not exist" in out, out
