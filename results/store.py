@@ -255,10 +255,10 @@ def read_file(path: Path) -> pd.DataFrame:
     return read_table(path).to_pandas()
 
 
-def _examples(values: np.ndarray, limit: int = 3) -> str:
+def _examples(values: Iterable[Any], limit: int = 3) -> str:
     seen: list[str] = []
     for value in values:
-        text = repr(value.item() if isinstance(value, np.generic) else value)
+        text = repr(value)
         text = text if len(text) <= 40 else text[:37] + "..."
         if text not in seen:
             seen.append(text)
@@ -267,8 +267,12 @@ def _examples(values: np.ndarray, limit: int = 3) -> str:
     return ", ".join(seen)
 
 
-def _column(table: pa.Table, name: str, fill: Any) -> np.ndarray:
-    return pc.fill_null(table.column(name), fill).to_numpy(zero_copy_only=False)
+def _numbers(table: pa.Table, name: str, fill: float | int) -> np.ndarray:
+    return pc.fill_null(table.column(name), fill).to_numpy()
+
+
+def _mask(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return pc.fill_null(values, False).to_numpy(zero_copy_only=False)
 
 
 def validate_table(
@@ -289,34 +293,33 @@ def validate_table(
     bad = np.zeros(n, dtype=bool)
     reasons: dict[str, int] = {}
 
-    def drop(mask: np.ndarray, reason: str, values: np.ndarray | None = None) -> None:
+    def drop(mask: np.ndarray, reason: str, values: pa.ChunkedArray | None = None) -> None:
         nonlocal bad
         new = mask & ~bad
         count = int(new.sum())
         if count:
             if values is not None:
-                reason = f"{reason} (e.g. {_examples(values[new])})"
+                reason = f"{reason} (e.g. {_examples(values.filter(pa.array(new)).to_pylist())})"
             reasons[reason] = reasons.get(reason, 0) + count
             bad |= new
 
     for name in REQUIRED_COLUMNS:
         column = table.column(name)
-        missing = pc.is_null(column)
         if pa.types.is_string(column.type):
-            missing = pc.or_(missing, pc.equal(pc.fill_null(column, ""), ""))
-            drop(missing.to_numpy(zero_copy_only=False), f"{name} is null or empty")
+            drop(~_mask(pc.not_equal(column, "")), f"{name} is null or empty")
         else:
-            drop(missing.to_numpy(zero_copy_only=False), f"{name} is null")
+            drop(_mask(pc.is_null(column)), f"{name} is null")
 
     for name, accepted in (
         ("status", tuple(map(str, STATUSES))),
         ("dtype", tuple(variants.DTYPES)),
         ("family", tuple(sorted(known_families))),
     ):
-        values = _column(table, name, "")
-        drop(~np.isin(values, accepted), f"{name} is not one of {', '.join(accepted)}", values)
+        column = table.column(name)
+        known = _mask(pc.is_in(column, value_set=pa.array(accepted, pa.string())))
+        drop(~known, f"{name} is not one of {', '.join(accepted)}", column)
 
-    dims = {name: _column(table, name, 0).astype(np.int64) for name in SHAPE_COLUMNS}
+    dims = {name: _numbers(table, name, 0).astype(np.int64) for name in SHAPE_COLUMNS}
     in_range = np.ones(n, dtype=bool)
     for values in dims.values():
         in_range &= (values >= 1) & (values <= MAX_DIM)
@@ -331,18 +334,18 @@ def validate_table(
                 why = f" (e.g. {exc})"
         drop(~divides, f"B, T, NH, NH_KV, HD are not a valid shape{why}")
 
-    ok = _column(table, "status", "") == str(Status.OK)
-    times = pc.fill_null(table.column("time_ms"), math.nan).to_numpy(zero_copy_only=False)
+    ok = _mask(pc.equal(table.column("status"), str(Status.OK)))
+    times = _numbers(table, "time_ms", math.nan)
     with np.errstate(invalid="ignore"):
         drop(
             ok & ~(np.isfinite(times) & (times > 0)),
             "status ok but time_ms is not a finite positive number",
-            times,
+            table.column("time_ms"),
         )
-        itemsize = np.array(
-            [variants.DTYPES[d].itemsize if d in variants.DTYPES else 0 for d in _column(table, "dtype", "")],
-            dtype=float,
-        )
+        names = list(variants.DTYPES)
+        sizes = np.array([0.0] + [variants.DTYPES[d].itemsize for d in names])
+        positions = pc.index_in(table.column("dtype"), value_set=pa.array(names, pa.string()))
+        itemsize = sizes[pc.fill_null(positions, -1).to_numpy() + 1]
         # Shape.bytes_moved, row by row: dout (B, T, 3, NH, HD) read, dinp (B, T, NH + 2 NH_KV, HD) written
         tokens = dims["B"].astype(float) * dims["T"]
         heads = 3 * dims["NH"].astype(float) + dims["NH"] + 2 * dims["NH_KV"]
@@ -350,7 +353,7 @@ def validate_table(
         drop(
             ok & (times < floor_ms),
             f"status ok but time_ms is below what the shape's bytes take at {MAX_BANDWIDTH / 1e12:.0f} TB/s",
-            times,
+            table.column("time_ms"),
         )
     if bad.any():
         table = table.filter(pa.array(~bad))
