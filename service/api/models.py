@@ -135,7 +135,9 @@ class TrialRow(BaseModel):
 
 class ResultsPage(BaseModel):
     total: int = Field(description="rows matching the filters")
-    returned: int
+    returned: int = Field(description="rows in this response")
+    offset: int = Field(description="matching rows skipped before these")
+    next: str | None = Field(description="the URL of the next page; null on the last one")
     rows: list[TrialRow]
 
 

@@ -1,51 +1,53 @@
-"""GET /results: trial rows, filtered, as JSON, CSV or parquet."""
+"""GET /results: trial rows, filtered, as JSON, CSV or parquet, streamed."""
 
 from __future__ import annotations
 
-import io
-import math
+import json
+from collections.abc import Iterator
 from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
-from fastapi import APIRouter, Query
-from fastapi.responses import Response
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
 
+import variants
+from results.index import StoreIndex
+from results.schema import STATUSES
 from results.store import to_table
+from service.api import export
 from service.api.deps import GpuQuery, IndexDep
 from service.api.errors import ERROR_RESPONSES
+from service.api.middleware import is_head
 from service.api.models import ResultsPage
 from variants.shape import MAX_DIM
 
 router = APIRouter(tags=["results"])
 
 PARQUET_MEDIA_TYPE = "application/vnd.apache.parquet"
-DEFAULT_LIMIT, MAX_LIMIT = 1000, 1_000_000
+MEDIA_TYPES = {"json": "application/json", "csv": "text/csv", "parquet": PARQUET_MEDIA_TYPE}
+MAX_LIMIT = 1_000_000
 
 Dim = Annotated[int | None, Query(ge=1, le=MAX_DIM)]
-Text = Annotated[str | None, Query(min_length=1, max_length=64)]
+# Unknown names are refused (422, naming the accepted ones), not answered with no rows.
+StatusName = Literal[tuple(map(str, STATUSES))]  # type: ignore[valid-type]
+FamilyName = Literal[tuple(variants.FAMILIES)]  # type: ignore[valid-type]
+DTypeName = Literal[tuple(variants.DTYPES)]  # type: ignore[valid-type]
 
 
-def filter_rows(frame: pd.DataFrame, filters: dict[str, object]) -> pd.DataFrame:
-    """Rows whose columns equal every given (non-None) filter value."""
+def filter_rows(frame: pd.DataFrame, filters: dict[str, object]) -> np.ndarray:
+    """Positions of the rows whose columns equal every given (non-None) filter value."""
     mask = np.ones(len(frame), dtype=bool)
     for column, value in filters.items():
         if value is not None:
             mask &= (frame[column] == value).to_numpy(dtype=bool, na_value=False)
-    return frame[mask]
+    return np.flatnonzero(mask)
 
 
-def rows_json(frame: pd.DataFrame, total: int) -> bytes:
-    clean = frame.replace([math.inf, -math.inf], np.nan)
-    rows = clean.to_json(orient="records", date_format="iso", date_unit="us", double_precision=15)
-    return f'{{"total":{total},"returned":{len(frame)},"rows":{rows}}}'.encode()
-
-
-def rows_parquet(frame: pd.DataFrame) -> bytes:
-    buffer = io.BytesIO()
-    pq.write_table(to_table(frame), buffer, compression="zstd")
-    return buffer.getvalue()
+def rows_table(index: StoreIndex):
+    """The index's rows as arrow (kept by the live store; made here for an index built from
+    a frame alone)."""
+    return index.table if index.table is not None else to_table(index.frame)
 
 
 @router.get(
@@ -54,16 +56,23 @@ def rows_parquet(frame: pd.DataFrame) -> bytes:
     responses={
         **ERROR_RESPONSES,
         200: {
-            "description": "trial rows: JSON (default), CSV or parquet (the trial schema)",
+            "description": "trial rows: JSON (default), CSV or parquet (the trial schema). Every "
+            "format carries `X-Total-Count` (rows matching the filters) and, when rows remain "
+            'after this page, `Link: <url>; rel="next"`.',
             "content": {
                 "text/csv": {"schema": {"type": "string"}},
                 PARQUET_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
+            },
+            "headers": {
+                "X-Total-Count": {"description": "rows matching the filters", "schema": {"type": "integer"}},
+                "Link": {"description": 'the next page, as <url>; rel="next"', "schema": {"type": "string"}},
             },
         },
     },
     summary="Trial rows",
 )
 def results(
+    request: Request,
     index: IndexDep,
     gpu: GpuQuery = None,
     B: Dim = None,
@@ -71,14 +80,19 @@ def results(
     NH: Dim = None,
     NH_KV: Dim = None,
     HD: Dim = None,
-    dtype: Text = None,
-    family: Text = None,
-    status: Text = None,
+    dtype: Annotated[DTypeName | None, Query(description="dtype name")] = None,
+    family: Annotated[FamilyName | None, Query(description="kernel family")] = None,
+    status: Annotated[StatusName | None, Query(description="trial status")] = None,
     format: Annotated[Literal["json", "csv", "parquet"], Query(description="response format")] = "json",
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="rows at most")] = DEFAULT_LIMIT,
-) -> Response:
-    """Every trial row (failed ones too) matching the filters, in the store's order. JSON
-    shows non-finite times as null; CSV and parquet keep them."""
+    limit: Annotated[
+        int | None, Query(ge=1, le=MAX_LIMIT, description="rows at most (default: every matching row)")
+    ] = None,
+    offset: Annotated[int, Query(ge=0, description="matching rows to skip first")] = 0,
+) -> StreamingResponse:
+    """Every trial row (failed ones too) matching the filters, in the store's order, streamed:
+    all of them unless `limit` asks for a page (then `offset` pages on; the `Link` header and
+    the JSON's `next` give the next page's URL). JSON shows non-finite times as null; CSV and
+    parquet keep them. Integer columns stay integers in every format (null where unset)."""
     filters = {
         "gpu": gpu,
         "B": B,
@@ -91,17 +105,28 @@ def results(
         "status": status,
     }
     matching = filter_rows(index.frame, filters)
-    page = matching.head(limit)
+    total = len(matching)
+    page = matching[offset : None if limit is None else offset + limit]
+    end = offset + len(page)
+    next_url = str(request.url.include_query_params(offset=end)) if end < total else None
+    headers = {"X-Total-Count": str(total)}
+    if next_url is not None:
+        headers["Link"] = f'<{next_url}>; rel="next"'
+    if format != "json":
+        extension = "csv" if format == "csv" else "parquet"
+        headers["Content-Disposition"] = f'attachment; filename="repkv-results.{extension}"'
+    media_type = MEDIA_TYPES[format]
+    if is_head(request):  # the headers alone: encode nothing
+        return StreamingResponse(iter(()), media_type=media_type, headers=headers)
+    table = rows_table(index)
+    chunks: Iterator[bytes]
     if format == "csv":
-        return Response(
-            page.to_csv(index=False),
-            media_type="text/csv",
-            headers={"Content-Disposition": 'attachment; filename="repkv-results.csv"'},
-        )
-    if format == "parquet":
-        return Response(
-            rows_parquet(page),
-            media_type=PARQUET_MEDIA_TYPE,
-            headers={"Content-Disposition": 'attachment; filename="repkv-results.parquet"'},
-        )
-    return Response(rows_json(page, len(matching)), media_type="application/json")
+        chunks = export.csv_chunks(table, page)
+    elif format == "parquet":
+        chunks = export.parquet_chunks(table, page)
+    else:
+        fields = {"total": total, "returned": len(page), "offset": offset, "next": next_url}
+        head = json.dumps(fields, separators=(",", ":"))[:-1] + ',"rows":['
+        chunks = export.json_chunks(table, page, head.encode())
+    # a plain iterator: Starlette advances it in a worker thread (iterate_in_threadpool)
+    return StreamingResponse(chunks, media_type=media_type, headers=headers)

@@ -1,12 +1,20 @@
 from __future__ import annotations
 
+import asyncio
 import io
+import math
+from collections.abc import Iterator
+from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+from conftest import S1, VEC16, make_client, trial
 from fastapi.testclient import TestClient
 
 from results.schema import COLUMNS
+from results.store import load_results, write_table
 
 
 def test_json_rows_with_filters_and_limit(client: TestClient) -> None:
@@ -43,3 +51,150 @@ def test_parquet_export_has_the_trial_schema(client: TestClient) -> None:
 def test_bad_filters_are_422(client: TestClient) -> None:
     for params in ({"format": "xml"}, {"limit": 0}, {"limit": 10**9}, {"B": -1}, {"gpu": "x" * 100}):
         assert client.get("/results", params=params).status_code == 422, params
+
+
+# --- exports: everything asked for, streamed; pages with a total and a next link ---
+
+BIG = 2500  # rows: beyond the 1,000 the exports used to stop at
+
+
+@pytest.fixture
+def big_client(tmp_path: Path) -> Iterator[TestClient]:
+    rows = [
+        trial("h100", S1, "bf16", "vec", VEC16, 0.1 + n * 1e-4, number=n, seed=None if n % 7 == 0 else n % 3)
+        for n in range(BIG)
+    ]
+    write_table(rows, tmp_path / "results", "synthetic-big")
+    with make_client(tmp_path / "results") as c:
+        assert c.app.state.store.wait_ready(30)
+        yield c
+
+
+def test_every_format_exports_every_matching_row(big_client: TestClient) -> None:
+    csv = big_client.get("/results", params={"format": "csv"})
+    assert len(pd.read_csv(io.StringIO(csv.text))) == BIG
+    parquet = big_client.get("/results", params={"format": "parquet"})
+    assert pq.read_table(io.BytesIO(parquet.content)).num_rows == BIG
+    body = big_client.get("/results").json()
+    assert body["total"] == body["returned"] == len(body["rows"]) == BIG and body["next"] is None
+    for r in (csv, parquet):
+        assert r.headers["X-Total-Count"] == str(BIG) and "Link" not in r.headers
+
+
+@pytest.mark.parametrize("format", ["json", "csv", "parquet"])
+def test_pages_carry_the_total_and_a_link_to_the_next(big_client: TestClient, format: str) -> None:
+    url, seen, pages = f"/results?format={format}&limit=1000&status=ok", [], 0
+    while url:
+        r = big_client.get(url)
+        assert r.status_code == 200 and r.headers["X-Total-Count"] == str(BIG)
+        if format == "csv":
+            frame = pd.read_csv(io.StringIO(r.text))
+        elif format == "parquet":
+            frame = pq.read_table(io.BytesIO(r.content)).to_pandas()
+        else:
+            body = r.json()
+            frame = pd.DataFrame(body["rows"])
+            assert body["total"] == BIG and body["returned"] == len(frame)
+        seen.extend(frame["trial"])
+        pages += 1
+        link = r.headers.get("Link")
+        if link is None:
+            break
+        assert link.endswith('>; rel="next"') and "status=ok" in link and "limit=1000" in link
+        url = link[1 : link.index(">")]
+        if format == "json":
+            assert body["next"] == url
+    assert pages == 3 and seen == list(range(BIG))
+
+
+def test_exports_stream_in_chunks_encoded_off_the_event_loop(
+    big_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.api import export
+
+    loops: list[bool] = []
+    encode = export.json_rows
+
+    def recording(table, first):
+        try:
+            asyncio.get_running_loop()
+            loops.append(True)
+        except RuntimeError:
+            loops.append(False)
+        return encode(table, first)
+
+    monkeypatch.setattr(export, "json_rows", recording)
+    with big_client.stream("GET", "/results") as r:
+        chunks = [len(chunk) for chunk in r.iter_raw()]
+    assert len(loops) == 3 and not any(loops)  # 3 chunks of at most 1,000 rows, none on a loop
+    assert len(chunks) >= 3 and max(chunks) < sum(chunks) / 2
+    for format in ("csv", "parquet"):
+        with big_client.stream("GET", "/results", params={"format": format}) as r:
+            assert len(list(r.iter_raw())) >= 2
+
+
+def test_integer_columns_stay_integers(big_client: TestClient) -> None:
+    text = big_client.get("/results", params={"format": "csv", "limit": 8}).text
+    columns = [c.strip('"') for c in text.splitlines()[0].split(",")]
+    frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    assert list(frame["trial"]) == [str(n) for n in range(8)]
+    assert list(frame["seed"]) == ["", "1", "2", "0", "1", "2", "0", ""]  # null is empty
+    for column in ("grid", "block", "B", "sm_count", "reps", "bytes_moved", "schema_version"):
+        assert all("." not in v for v in frame[column]), (column, list(frame[column]))
+    assert columns == list(COLUMNS)
+    rows = big_client.get("/results", params={"limit": 8}).json()["rows"]
+    assert [r["seed"] for r in rows] == [None, 1, 2, 0, 1, 2, 0, None]
+    assert all(isinstance(r["trial"], int) and isinstance(r["grid"], int) for r in rows)
+    table = pq.read_table(io.BytesIO(big_client.get("/results", params={"format": "parquet"}).content))
+    assert table.schema.field("seed").type == pa.int64() and table.schema.field("trial").type == pa.int32()
+
+
+def test_json_rows_read_back_as_the_stored_values(client: TestClient, store_dir: Path) -> None:
+    frame, _ = load_results(store_dir)
+    rows = client.get("/results").json()["rows"]
+    assert len(rows) == len(frame)
+    for row, (_, stored) in zip(rows, frame.iterrows(), strict=True):
+        for column in COLUMNS:
+            value = stored[column]
+            if column == "timestamp":
+                assert row[column] == value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            elif isinstance(value, float) and not math.isfinite(value):
+                assert row[column] is None  # inf and NaN are null in JSON
+            else:
+                assert row[column] == value, column
+
+
+def test_strings_are_escaped_in_json(tmp_path: Path) -> None:
+    odd = 'quote " backslash \\ newline \n tab \t bell \x07 é ✓'
+    write_table([trial("h100", S1, "bf16", "vec", VEC16, 0.1, message=odd)], tmp_path, "synthetic-odd")
+    with make_client(tmp_path) as c:
+        assert c.app.state.store.wait_ready(30)
+        assert c.get("/results").json()["rows"][0]["message"] == odd
+
+
+def test_an_empty_selection_is_a_valid_empty_export(client: TestClient) -> None:
+    params = {"gpu": "nowhere"}
+    assert client.get("/results", params=params).json() == {
+        "total": 0,
+        "returned": 0,
+        "offset": 0,
+        "next": None,
+        "rows": [],
+    }
+    csv = client.get("/results", params={**params, "format": "csv"}).text
+    assert [c.strip('"') for c in csv.strip().split(",")] == list(COLUMNS)
+    parquet = client.get("/results", params={**params, "format": "parquet"}).content
+    assert pq.read_table(io.BytesIO(parquet)).num_rows == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "accepted"),
+    [("status", "succeeded", "wrong_result"), ("family", "fast", "warp_per_head"), ("dtype", "int8", "bf16")],
+)
+def test_an_unknown_name_is_422_naming_the_accepted_ones(
+    client: TestClient, field: str, value: str, accepted: str
+) -> None:
+    r = client.get("/results", params={field: value})
+    assert r.status_code == 422, r.text
+    error = r.json()["detail"][0]
+    assert error["loc"][-1] == field and accepted in error["msg"]
