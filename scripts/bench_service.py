@@ -7,13 +7,20 @@ open-loop (a fixed request rate). Then runs the leave-one-out evaluation of near
 answers on an exhaustive synthetic store. Prints tables; writes nothing outside the
 temporary directory.
 
+`--mode exports` measures GET /best instead while export clients (each its own process, on
+the same machine) loop on a large export, by default every row as JSON
+(`/results?limit=1000000&format=json`, about 96 MB): first without them, then with them,
+with the exports' throughput and the server's memory.
+
     python scripts/bench_service.py [--trials-per-shape 930] [--seconds 10]
+    python scripts/bench_service.py --mode exports [--exports 4] [--export-path /results?...]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import random
 import socket
@@ -150,10 +157,78 @@ async def open_loop(port: int, rate: float, seconds: float, pool: int = 32) -> t
     return latencies, errors, elapsed
 
 
-def row(name: str, latencies: list[float], errors: int, elapsed: float) -> str:
+def export_client(port: int, path: str, deadline: float, done, received) -> None:
+    """Loop on GET `path` until `deadline` (time.time()), reading each answer to its end and
+    throwing it away; counts whole answers in `done` and bytes in `received`."""
+    request = f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode()
+    buffer = bytearray(1 << 20)
+    while time.time() < deadline:
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.sendall(request)
+            total = 0
+            while n := conn.recv_into(buffer):
+                total += n
+        with received.get_lock():
+            received.value += total
+        if time.time() < deadline:
+            with done.get_lock():
+                done.value += 1
+
+
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident memory (VmRSS now, VmHWM its peak) in MB, from /proc (Linux)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def exports_scenarios(port: int, pid: int, args: argparse.Namespace) -> None:
+    """GET /best alone, then while `args.exports` processes loop on `args.export_path`."""
+    print(f"server memory before: {rss_mb(pid):.0f} MB")
+    header = ("scenario", "requests", "req/s", "p50 ms", "p99 ms", "max ms", "errors")
+    print(f"{header[0]:<40} " + " ".join(f"{h:>8}" for h in header[1:]))
+    scenarios = [(f"open loop {args.rate} req/s", lambda: open_loop(port, args.rate, args.seconds))]
+    scenarios.append(("closed loop 1 client", lambda: closed_loop(port, 1, args.seconds)))
+    for name, run in scenarios:
+        print(row(f"{name}, no exports", *asyncio.run(run()), width=40))
+    context = multiprocessing.get_context("spawn")
+    done, received = context.Value("l", 0), context.Value("q", 0)
+    started = time.time()
+    deadline = started + 2.0 + len(scenarios) * (args.seconds + 1.0)
+    clients = [
+        context.Process(target=export_client, args=(port, args.export_path, deadline, done, received))
+        for _ in range(args.exports)
+    ]
+    for client in clients:
+        client.start()
+    peak = 0.0
+    try:
+        time.sleep(2.0)  # every export under way
+        for name, run in scenarios:
+            print(row(f"{name}, {args.exports} exports", *asyncio.run(run()), width=40))
+            peak = max(peak, rss_mb(pid))
+    finally:
+        for client in clients:
+            client.join(timeout=max(0.0, deadline - time.time()) + 120)
+            if client.is_alive():
+                client.terminate()
+    elapsed = time.time() - started
+    print(
+        f"exports: {args.exports} clients looping on GET {args.export_path}: {done.value} whole answers, "
+        f"{received.value / 1e6:,.0f} MB in {elapsed:.0f} s ({received.value / 1e6 / elapsed:.0f} MB/s)"
+    )
+    high = rss_mb(pid, "VmHWM")
+    print(f"server memory during the exports: {peak:.0f} MB (peak resident over the run: {high:.0f} MB)")
+
+
+def row(name: str, latencies: list[float], errors: int, elapsed: float, width: int = 28) -> str:
     ms = np.array(latencies) * 1e3
     return (
-        f"{name:<28} {len(ms):>8} {len(ms) / elapsed:>8.0f} {np.percentile(ms, 50):>8.2f} "
+        f"{name:<{width}} {len(ms):>8} {len(ms) / elapsed:>8.0f} {np.percentile(ms, 50):>8.2f} "
         f"{np.percentile(ms, 99):>8.2f} {ms.max():>8.2f} {errors:>6}"
     )
 
@@ -165,6 +240,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each load test")
     parser.add_argument("--access-log", action="store_true", help="let the server log every request")
+    parser.add_argument(
+        "--mode",
+        choices=["best", "exports"],
+        default="best",
+        help="best: GET /best alone, then the leave-one-out evaluation; exports: GET /best while "
+        "export clients loop on a large export",
+    )
+    parser.add_argument("--exports", type=int, default=4, help="export clients (--mode exports)")
+    parser.add_argument(
+        "--export-path",
+        default="/results?limit=1000000&format=json",
+        help="what each export client asks for (--mode exports)",
+    )
+    parser.add_argument("--rate", type=float, default=300, help="open-loop req/s of /best (--mode exports)")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="repkv-bench-") as tmp:
@@ -219,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(closed_loop(port, 4, 2.0))  # warm-up: fills the per-index answer memo
             print(f"\nGET /best against python -m service, {os.cpu_count()} cores shared with the client;")
             print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+            if args.mode == "exports":
+                exports_scenarios(port, server.pid, args)
+                return 0
             header = ("scenario", "requests", "req/s", "p50 ms", "p99 ms", "max ms", "errors")
             print(f"{header[0]:<28} " + " ".join(f"{h:>8}" for h in header[1:]))
             for rate in (100, 300, 500):
