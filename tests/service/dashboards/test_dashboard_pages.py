@@ -15,6 +15,7 @@ import pytest
 from conftest import S1, VEC16, h100_rows, make_client, other_rows, trial
 from fastapi.testclient import TestClient
 
+import results.store
 import variants
 from results.schema import COLUMNS, SCHEMA_VERSION
 from results.store import write_table
@@ -179,7 +180,7 @@ def test_shape_page_without_gpu_on_a_one_gpu_store(tmp_path: Path) -> None:
 def test_untuned_shape_shows_what_best_serves(client: TestClient) -> None:
     r = client.get("/dashboards/shape", params={"gpu": "h100", "B": 2, "T": 3000})
     assert r.status_code == 200 and "not tuned" in r.text
-    best = client.get("/best", params={"gpu": "h100", "B": 2, "T": 3000}).json()
+    best = client.get("/best", params={"gpu": "h100", "B": 2, "T": 3000}).json()["answers"][0]
     assert best["match"] == "nearest"
     assert best["kernel"]["config_key"] in r.text
     assert f"grid {best['kernel']['grid']} x block {best['kernel']['block']}" in r.text
@@ -251,10 +252,13 @@ def write_unvalidated(rows: list[dict], path: Path) -> None:
 
 
 @pytest.fixture
-def bad_client(store_dir: Path) -> Iterator[TestClient]:
+def bad_client(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     good = trial("h100", S1, "bf16", "vec", VEC16, 0.01, number=9)
     bad = [{**good, "gpu": None}, {**good, "dtype": None}, {**good, "family": None}, {**good, "status": None}]
     write_unvalidated(bad, store_dir / "synthetic-bad.parquet")
+    # The store drops such rows as it reads them (tests/service/api/test_bad_rows.py); let them
+    # through here, so that the dashboards are seen to cope with them on their own.
+    monkeypatch.setattr(results.store, "validate_table", lambda table, families=None: (table, {}))
     with make_client(store_dir) as c:
         assert c.app.state.store.wait_ready(30)
         assert c.app.state.store.state.index.frame["gpu"].isna().any()  # they did load
