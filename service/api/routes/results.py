@@ -128,5 +128,4 @@ def results(
         fields = {"total": total, "returned": len(page), "offset": offset, "next": next_url}
         head = json.dumps(fields, separators=(",", ":"))[:-1] + ',"rows":['
         chunks = export.json_chunks(table, page, head.encode())
-    # a plain iterator: Starlette advances it in a worker thread (iterate_in_threadpool)
-    return StreamingResponse(chunks, media_type=media_type, headers=headers)
+    return StreamingResponse(export.stream(chunks), media_type=media_type, headers=headers)
