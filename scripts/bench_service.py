@@ -99,6 +99,15 @@ class Connection:
     def close(self) -> None:
         self.writer.close()
 
+    async def answer(self, request: bytes, port: int) -> tuple[Connection, int]:
+        """The status of the answer (0: the connection failed), and the connection to use next
+        (a new one after a failure, e.g. closed by the server while it was starved)."""
+        try:
+            return self, await self.get(request)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            self.close()
+            return await Connection.open(port), 0
+
 
 async def closed_loop(port: int, clients: int, seconds: float) -> tuple[list[float], int, float]:
     """`clients` connections, each sending its next request as soon as the last is answered."""
@@ -113,7 +122,7 @@ async def closed_loop(port: int, clients: int, seconds: float) -> tuple[list[flo
         i = k
         while time.perf_counter() < deadline:
             t0 = time.perf_counter()
-            status = await conn.get(work[i % len(work)])
+            conn, status = await conn.answer(work[i % len(work)], port)
             latencies.append(time.perf_counter() - t0)
             errors += status != 200
             i += clients
@@ -137,7 +146,7 @@ async def open_loop(port: int, rate: float, seconds: float, pool: int = 32) -> t
     async def one(i: int, scheduled: float) -> None:
         nonlocal errors
         conn = await idle.get()
-        status = await conn.get(work[i % len(work)])
+        conn, status = await conn.answer(work[i % len(work)], port)
         latencies.append(time.perf_counter() - scheduled)
         errors += status != 200
         idle.put_nowait(conn)
@@ -157,22 +166,25 @@ async def open_loop(port: int, rate: float, seconds: float, pool: int = 32) -> t
     return latencies, errors, elapsed
 
 
-def export_client(port: int, path: str, deadline: float, done, received) -> None:
-    """Loop on GET `path` until `deadline` (time.time()), reading each answer to its end and
-    throwing it away; counts whole answers in `done` and bytes in `received`."""
+def export_client(port: int, path: str, stop, done, received, streaming) -> None:
+    """Loop on GET `path` until `stop` is set, reading each answer to its end and throwing it
+    away; counts whole answers in `done`, bytes in `received`, and itself in `streaming` once
+    its first answer is under way."""
     request = f"GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".encode()
     buffer = bytearray(1 << 20)
-    while time.time() < deadline:
+    first = True
+    while not stop.is_set():
         with socket.create_connection(("127.0.0.1", port)) as conn:
             conn.sendall(request)
-            total = 0
             while n := conn.recv_into(buffer):
-                total += n
-        with received.get_lock():
-            received.value += total
-        if time.time() < deadline:
-            with done.get_lock():
-                done.value += 1
+                with received.get_lock():
+                    received.value += n
+                if first:
+                    first = False
+                    with streaming.get_lock():
+                        streaming.value += 1
+        with done.get_lock():
+            done.value += 1
 
 
 def rss_mb(pid: int, field: str = "VmRSS") -> float:
@@ -193,33 +205,40 @@ def exports_scenarios(port: int, pid: int, args: argparse.Namespace) -> None:
     print(f"{header[0]:<40} " + " ".join(f"{h:>8}" for h in header[1:]))
     scenarios = [(f"open loop {args.rate} req/s", lambda: open_loop(port, args.rate, args.seconds))]
     scenarios.append(("closed loop 1 client", lambda: closed_loop(port, 1, args.seconds)))
+    scenarios.append(("closed loop 8 clients", lambda: closed_loop(port, 8, args.seconds)))
     for name, run in scenarios:
         print(row(f"{name}, no exports", *asyncio.run(run()), width=40))
+    # spawned, not forked from this process and its synthetic store; measured once every one
+    # is under way (a spawned client imports this script's modules first)
     context = multiprocessing.get_context("spawn")
-    done, received = context.Value("l", 0), context.Value("q", 0)
-    started = time.time()
-    deadline = started + 2.0 + len(scenarios) * (args.seconds + 1.0)
+    stop = context.Event()
+    done, received, streaming = context.Value("l", 0), context.Value("q", 0), context.Value("l", 0)
     clients = [
-        context.Process(target=export_client, args=(port, args.export_path, deadline, done, received))
+        context.Process(target=export_client, args=(port, args.export_path, stop, done, received, streaming))
         for _ in range(args.exports)
     ]
     for client in clients:
         client.start()
     peak = 0.0
     try:
-        time.sleep(2.0)  # every export under way
+        deadline = time.time() + 60.0
+        while streaming.value < args.exports and time.time() < deadline:
+            time.sleep(0.1)  # every export under way
+        time.sleep(1.0)
+        started, bytes_before, done_before = time.time(), received.value, done.value
         for name, run in scenarios:
             print(row(f"{name}, {args.exports} exports", *asyncio.run(run()), width=40))
             peak = max(peak, rss_mb(pid))
+        elapsed, megabytes = time.time() - started, (received.value - bytes_before) / 1e6
+        answers = done.value - done_before
     finally:
+        stop.set()
         for client in clients:
-            client.join(timeout=max(0.0, deadline - time.time()) + 120)
-            if client.is_alive():
-                client.terminate()
-    elapsed = time.time() - started
+            client.terminate()  # mid-answer, most likely
+            client.join(timeout=10)
     print(
-        f"exports: {args.exports} clients looping on GET {args.export_path}: {done.value} whole answers, "
-        f"{received.value / 1e6:,.0f} MB in {elapsed:.0f} s ({received.value / 1e6 / elapsed:.0f} MB/s)"
+        f"exports: {args.exports} clients looping on GET {args.export_path}: {megabytes:,.0f} MB in "
+        f"{elapsed:.0f} s ({megabytes / elapsed:.1f} MB/s), {answers} whole answers"
     )
     high = rss_mb(pid, "VmHWM")
     print(f"server memory during the exports: {peak:.0f} MB (peak resident over the run: {high:.0f} MB)")
@@ -324,7 +343,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
         finally:
             server.terminate()
-            server.wait(timeout=10)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
 
     exhaustive = synthetic_frame(gpus=tuple(GPUS), dtypes=("bf16", "fp32", "fp16"), trials=None, seed=3)
     table = leave_one_out(exhaustive)
