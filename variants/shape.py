@@ -78,7 +78,7 @@ class Shape:
 
     @classmethod
     def parse(cls, text: str) -> Shape:
-        """Parse 'B=8,T=1024,NH=32,NH_KV=8,HD=128' (any order; all five required)."""
+        """Parse 'B=8,T=1024,NH=32,NH_KV=8,HD=128' (any order; all five, each once)."""
         pairs: dict[str, int] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             match = re.fullmatch(r"(\w+)\s*=\s*(-?\d+)", part)
@@ -86,6 +86,8 @@ class Shape:
                 raise InvalidShape(
                     f"cannot read {part!r} in shape {text!r}: expected B=..,T=..,NH=..,NH_KV=..,HD=.."
                 )
+            if match.group(1) in pairs:
+                raise InvalidShape(f"{match.group(1)} is given twice in shape {text!r}: give each name once")
             pairs[match.group(1)] = int(match.group(2))
         missing = [name for name in _FIELDS if name not in pairs]
         if missing:

@@ -40,6 +40,12 @@ def test_parse_rejects_malformed_text(text: str) -> None:
         Shape.parse(text)
 
 
+def test_parse_refuses_a_name_given_twice() -> None:
+    # before, the last value won silently: B=9
+    with pytest.raises(InvalidShape, match="B is given twice"):
+        Shape.parse("B=8,T=1024,NH=32,NH_KV=8,HD=128,B=9")
+
+
 def test_unknown_dtype() -> None:
     with pytest.raises(UnknownDType, match="expected one of fp32, bf16, fp16"):
         get_dtype("fp8")
