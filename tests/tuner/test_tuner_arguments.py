@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from tuner import arguments as A
+from variants import Shape
+
+SMALL = "B=1,T=256,NH=14,NH_KV=2,HD=64"
+SEED = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
+
+
+def test_lists_are_repeats_or_comma_lists_or_both() -> None:
+    assert A.csv_values(["bf16,fp16", " fp32 ", ""]) == ["bf16", "fp16", "fp32"]
+    assert A.parse_dtypes(["bf16,fp16", "bf16"]) == ["bf16", "fp16"]
+    assert A.parse_dtypes(None) == ["fp32", "bf16", "fp16"]
+    assert A.parse_archs(["sm_90,sm_80", "sm_100a"], ("sm_90",)) == ["sm_90", "sm_80", "sm_100a"]
+    assert A.parse_choices(["vec", "naive,vec"], ["naive", "vec"], "--family", ["naive"]) == ["vec", "naive"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: A.parse_dtypes(["bf16,fp8"]), "unknown dtype 'fp8': use --dtype with fp32, bf16, fp16"),
+        (lambda: A.parse_archs(["90"], ()), "--arch '90'"),
+        (lambda: A.parse_choices(["tiled"], ["vec"], "--family", []), "unknown family 'tiled': use --family"),
+    ],
+)
+def test_an_unknown_name_is_a_usage_error(call, message: str) -> None:
+    with pytest.raises(A.UsageError, match=message):
+        call()
+
+
+def test_one_shape_value_may_hold_several_shapes() -> None:
+    assert A.split_shapes(f"{SMALL},{SEED}") == [SMALL, SEED]
+    assert A.split_shapes("HD=64,B=1,T=256,NH=14,NH_KV=2") == ["HD=64,B=1,T=256,NH=14,NH_KV=2"]
+    shapes = A.parse_shape_values([f"{SMALL},{SEED}", SMALL])
+    assert shapes == [Shape.parse(SMALL), Shape.parse(SEED)]  # each once, in order
+
+
+@pytest.mark.parametrize("text", ["B=8,B=9", "B=8,T=1024,B=9,NH=32,NH_KV=8,HD=128"])
+def test_a_name_given_twice_in_one_shape_is_refused_not_overwritten(text: str) -> None:
+    with pytest.raises(A.UsageError, match="B is given twice"):
+        A.parse_shape_values([text])
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "message"),
+    [
+        (A.seed, "-5", "from 0 to 4294967295"),
+        (A.seed, str(2**32), "from 0 to 4294967295"),
+        (A.seed, "x", "from 0 to"),
+        (A.time_limit, "0", "above 0 (leave it out for no limit)"),
+        (A.time_limit, "-1", "above 0"),
+        (A.time_limit, "nan", "above 0"),
+        (A.positive_seconds, "0", "above 0"),
+        (A.positive_int, "0", "at least 1"),
+        (A.nonnegative_int, "-1", "at least 0"),
+        (A.nonnegative_fraction, "-1", "at least 0"),
+        (A.nonnegative_fraction, "inf", "at least 0"),
+        (A.positive_number, "0", "above 0"),
+        (A.directory, "", "not an empty string"),
+        (A.directory, "  ", "not an empty string"),
+        (A.nonempty, "", "not an empty string"),
+    ],
+)
+def test_argument_types_refuse_values_that_would_run_wrong(kind, text: str, message: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        kind(text)
+
+
+def test_argument_types_accept_their_range() -> None:
+    assert A.seed("0") == 0 and A.seed(str(2**32 - 1)) == 2**32 - 1
+    assert A.time_limit("0.5") == 0.5
+    assert A.nonnegative_fraction("0") == 0.0
+    assert A.positive_int("3") == 3
+    assert str(A.directory("results")) == "results"

@@ -1,0 +1,160 @@
+"""Reading the command line's values, one rule for every subcommand.
+
+Lists: a flag that takes several values takes them repeated or as a comma list, or both
+(`--dtype bf16,fp16 --dtype fp32`). A `--shape` value holds one shape or several in a row
+(`B=8,T=1024,NH=32,NH_KV=8,HD=128,B=1,T=256,NH=14,NH_KV=2,HD=64`): a name met again after
+all five names starts the next shape, one met again before that is a mistake.
+
+Numbers and paths are checked where argparse reads them (the `type=` functions below), so a
+bad one is a usage error naming the flag, never a traceback or a run that measures nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from variants import DTYPES, InvalidShape, Shape
+
+SEED_MAX = 2**32 - 1  # NumPy's generators, which Optuna's samplers seed, take 0 .. 2^32-1
+_SHAPE_FIELDS = ("B", "T", "NH", "NH_KV", "HD")
+
+
+class UsageError(Exception):
+    """A mistake in the command line: the message says what to do."""
+
+
+def csv_values(values: Iterable[str] | None) -> list[str]:
+    """Repeated flags and comma lists, flattened: ['bf16,fp16', 'fp32'] -> [bf16, fp16, fp32]."""
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def parse_choices(
+    values: Iterable[str] | None, known: Sequence[str], flag: str, default: Sequence[str]
+) -> list[str]:
+    """Names out of `known` (repeated or comma lists; each once, in order); `default` without any."""
+    names = csv_values(values) or list(default)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown {flag[2:]} {unknown[0]!r}: use {flag} with {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+def parse_dtypes(values: Iterable[str] | None) -> list[str]:
+    return parse_choices(values, list(DTYPES), "--dtype", list(DTYPES))
+
+
+def split_shapes(text: str) -> list[str]:
+    """One --shape value as the texts of its shapes (see the module's notes)."""
+    shapes: list[list[str]] = [[]]
+    seen: set[str] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name = part.split("=", 1)[0].strip()
+        if name in seen:
+            if not seen.issuperset(_SHAPE_FIELDS):
+                raise InvalidShape(
+                    f"{name} is given twice in shape {text!r}: give each of {', '.join(_SHAPE_FIELDS)} once "
+                    "(several shapes: repeat --shape, or list all five names of each shape in turn)"
+                )
+            shapes.append([])
+            seen = set()
+        seen.add(name)
+        shapes[-1].append(part)
+    return [",".join(parts) for parts in shapes if parts]
+
+
+def parse_shape_values(values: Iterable[str] | None) -> list[Shape]:
+    """The shapes of repeated --shape values, each once, in order (UsageError on a bad one)."""
+    try:
+        shapes = [Shape.parse(s) for value in values or [] for s in split_shapes(value)]
+    except InvalidShape as exc:
+        raise UsageError(f"--shape: {exc}") from None
+    return list(dict.fromkeys(shapes))
+
+
+ARCH = re.compile(r"(sm|compute)_\d{2,3}[af]?")
+
+
+def parse_archs(values: Iterable[str] | None, default: Sequence[str]) -> list[str]:
+    archs = csv_values(values) or list(default)
+    bad = [a for a in archs if not ARCH.fullmatch(a)]
+    if bad:
+        raise UsageError(f"cannot read --arch {bad[0]!r}: give a target such as sm_90 or sm_80,sm_90")
+    return list(dict.fromkeys(archs))
+
+
+# --- argparse types: a ValueError or ArgumentTypeError becomes "argument --flag: <message>" ----
+def _number(kind: type, text: str, what: str) -> int | float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes {what}, not {text!r}") from None
+    if kind is float and value != value:  # NaN
+        raise argparse.ArgumentTypeError(f"takes {what}, not {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = int(_number(int, text, "a whole number of at least 1"))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"takes a whole number of at least 1, not {text}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    value = int(_number(int, text, "a whole number of at least 0"))
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"takes a whole number of at least 0, not {text}")
+    return value
+
+
+def seed(text: str) -> int:
+    what = f"a whole number from 0 to {SEED_MAX}"
+    value = int(_number(int, text, what))
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"takes {what}, not {text}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    value = float(_number(float, text, "seconds above 0"))
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"takes seconds above 0, not {text}")
+    return value
+
+
+def time_limit(text: str) -> float:
+    """A limit that may be left out (no limit), never 0 or less: such a run measures nothing."""
+    value = float(_number(float, text, "seconds above 0"))
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"takes seconds above 0 (leave it out for no limit), not {text}")
+    return value
+
+
+def nonnegative_fraction(text: str) -> float:
+    value = float(_number(float, text, "a fraction of at least 0, e.g. 0.02 for 2%"))
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"takes a fraction of at least 0, e.g. 0.02 for 2%, not {text}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    value = float(_number(float, text, "a number above 0"))
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"takes a number above 0, not {text}")
+    return value
+
+
+def nonempty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a value, not an empty string")
+    return text
+
+
+def directory(text: str) -> Path:
+    """A directory argument: never empty (an empty path would be the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a directory, not an empty string")
+    return Path(text).expanduser()
