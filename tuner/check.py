@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from variants import DTYPES, FAMILIES, DType, Family, Shape, get_dtype, get_family
+from tuner.arguments import parse_archs, parse_choices, parse_dtypes, parse_shape_values
+from variants import FAMILIES, DType, Family, Shape, get_dtype, get_family
+
+DEFAULT_ARCHS = ("sm_90", "sm_80")
 
 # Shapes that reach every code path of the families: the seed shape, nrep = 1, NH_KV = 1,
 # odd B*T with HD = 80 and 256, T = 1 with HD = 96, and one past 2^31 elements (64-bit indices).
@@ -24,23 +27,31 @@ CHECK_SHAPES = (
 
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    lists = "repeatable or a comma list"
     parser.add_argument(
-        "--arch", action="append", help="target, e.g. sm_90 (repeatable; default sm_90 and sm_80)"
+        "--arch", action="append", metavar="sm_90,..", help=f"targets ({lists}; default sm_90,sm_80)"
     )
     parser.add_argument(
-        "--shape", action="append", type=Shape.parse, help="B=..,T=..,NH=..,NH_KV=..,HD=.. (repeatable)"
+        "--shape",
+        action="append",
+        metavar="B=..,T=..,NH=..,NH_KV=..,HD=..",
+        help="repeatable (default: shapes that reach every code path)",
     )
-    parser.add_argument("--dtype", action="append", choices=list(DTYPES), help="repeatable; default all")
-    parser.add_argument("--family", action="append", choices=list(FAMILIES), help="repeatable; default all")
+    parser.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help=f"{lists}; default all")
+    parser.add_argument("--family", action="append", metavar=",".join(FAMILIES), help=f"{lists}; default all")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def main_check(args: argparse.Namespace) -> int:
+def main_check(args: argparse.Namespace, progress: bool = False) -> int:
+    """The check of the parsed arguments; a bad one raises UsageError. `progress`: a bar on
+    standard error per architecture."""
+    from tuner.report import CounterBar
     from variants.nvrtc import NvrtcUnavailable, compile_all, nvrtc_version
 
-    archs = args.arch or ["sm_90", "sm_80"]
-    shapes = args.shape or list(CHECK_SHAPES)
-    dtypes = [get_dtype(d) for d in (args.dtype or list(DTYPES))]
-    families = [get_family(f) for f in (args.family or list(FAMILIES))]
+    archs = parse_archs(args.arch, DEFAULT_ARCHS)
+    shapes = parse_shape_values(args.shape) or list(CHECK_SHAPES)
+    dtypes = [get_dtype(d) for d in parse_dtypes(args.dtype)]
+    families = [get_family(f) for f in parse_choices(args.family, list(FAMILIES), "--family", list(FAMILIES))]
 
     # (family, dtype) -> its distinct name expressions, in the order they were met
     work: dict[tuple[Family, DType], dict[str, None]] = {}
@@ -68,7 +79,8 @@ def main_check(args: argparse.Namespace) -> int:
     failed = spilled = 0
     for arch in archs:
         start = time.perf_counter()
-        reports = {r.expression: r for r in compile_all(pairs, arch=arch)}
+        with CounterBar(progress, f"{arch} compile", "kernel", total=len({e for _, e in pairs})) as bar:
+            reports = {r.expression: r for r in compile_all(pairs, arch=arch, on_done=bar.advance)}
         elapsed = time.perf_counter() - start
         print(f"\n{arch}: compiled {len(reports)} kernels in {elapsed:.1f} s")
         print(f"  {'family':<14} {'dtype':<5} {'kernels':>7} {'failed':>6} {'max regs':>8} {'spills':>6}")

@@ -24,11 +24,25 @@ import functools
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from results.schema import SHAPE_COLUMNS
 from results.store import load_results, read_dirs, user_results_dir
+from tuner.arguments import (
+    UsageError,
+    directory,
+    nonempty,
+    nonnegative_fraction,
+    nonnegative_int,
+    parse_dtypes,
+    parse_shape_values,
+    positive_int,
+    positive_number,
+    positive_seconds,
+    seed,
+    time_limit,
+)
+from tuner.arguments import csv_values as _csv
 from tuner.interrupt import EXIT_INTERRUPTED
 from tuner.presets import (
     DEFAULT_BATCH,
@@ -42,21 +56,14 @@ from tuner.presets import (
 from tuner.runner import Runner
 from tuner.samplers import SAMPLERS, UnavailableSampler, make_sampler
 from tuner.study import HEARTBEAT_S
-from variants import DTYPES, InvalidShape, Shape
+from variants import InvalidShape, Shape
 
 if TYPE_CHECKING:
     from tuner.pipeline import TuneRequest
 
 DEFAULT_RESULTS = user_results_dir()
 LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
-
-
-class UsageError(Exception):
-    """A mistake in the command line: the message says what to do."""
-
-
-def _csv(values: list[str] | None) -> list[str]:
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+BEST_FORMATS = ("table", "json", "csv")
 
 
 def _ints(values: list[str] | None, flag: str) -> tuple[int, ...]:
@@ -66,18 +73,10 @@ def _ints(values: list[str] | None, flag: str) -> tuple[int, ...]:
         raise UsageError(f"{flag} takes whole numbers, e.g. {flag} 1,8") from None
 
 
-def parse_dtypes(values: list[str] | None) -> list[str]:
-    names = _csv(values) or list(DTYPES)
-    unknown = [n for n in names if n not in DTYPES]
-    if unknown:
-        raise UsageError(f"unknown dtype {unknown[0]!r}: use --dtype with {', '.join(DTYPES)}")
-    return list(dict.fromkeys(names))
-
-
 def parse_shapes(args: argparse.Namespace) -> list[Shape]:
     """--shape ... and --model ... x --batch x --seq; the default set without either."""
     try:
-        shapes = [Shape.parse(s) for s in args.shape or []]
+        shapes = parse_shape_values(args.shape)
         batches = _ints(args.batch, "--batch") or DEFAULT_BATCH
         seqs = _ints(args.seq, "--seq") or DEFAULT_SEQ
         models = _csv(args.model)
@@ -87,6 +86,11 @@ def parse_shapes(args: argparse.Namespace) -> list[Shape]:
     except (InvalidShape, UnknownModel) as exc:
         raise UsageError(str(exc)) from None
     return shapes or list(DEFAULT_SHAPES)
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars on standard error: unless --no-progress, and only on a terminal."""
+    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
 
 
 # --- parser -----------------------------------------------------------------------------
@@ -101,16 +105,21 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--force-gpu-label", action="store_true", help="accept a --gpu label that does not match the device"
     )
-    g.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    g.add_argument("--device", type=nonnegative_int, default=0, help="CUDA device index (default 0)")
     g.add_argument(
         "--devices",
         metavar="all|0,1,..",
         help="one measuring process per GPU (all of this host's, or these), sharing each study",
     )
     g.add_argument(
-        "--trial-timeout", type=float, default=10.0, help="seconds before a hung kernel's worker is killed"
+        "--trial-timeout",
+        type=positive_seconds,
+        default=10.0,
+        help="seconds before a hung kernel's worker is killed",
     )
-    g.add_argument("--replay", type=Path, metavar="DIR", help="answer trials from recorded parquet (no GPU)")
+    g.add_argument(
+        "--replay", type=directory, metavar="DIR", help="answer trials from recorded parquet (no GPU)"
+    )
     g.add_argument(
         "--replay-delay",
         type=float,
@@ -131,15 +140,16 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     o = p.add_argument_group("search")
     o.add_argument(
         "--trials",
-        type=int,
+        type=positive_int,
         default=DEFAULT_TRIALS,
         help=f"configurations per shape and dtype (default {DEFAULT_TRIALS}; grid: all)",
     )
-    o.add_argument("--timeout", type=float, help="seconds per shape and dtype")
+    o.add_argument("--timeout", type=time_limit, help="seconds per shape and dtype (default: no limit)")
     o.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
-    o.add_argument("--seed", type=int, help="sampler seed (default: a fresh one, recorded in every row)")
+    o.add_argument("--seed", type=seed, help="sampler seed (default: a fresh one, recorded in every row)")
     o.add_argument(
         "--storage",
+        type=nonempty,
         help="Optuna storage: journal:FILE (default <results>/optuna.journal; the processes of one host), "
         "postgresql://... (several hosts), sqlite:///FILE (one process), or memory",
     )
@@ -155,7 +165,7 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     r = p.add_argument_group("results")
     r.add_argument(
         "--results",
-        type=Path,
+        type=directory,
         help=(
             f"results directory (default: $REPKV_RESULTS_DIR or the user data dir, now {DEFAULT_RESULTS}; "
             "with --replay: none)"
@@ -190,8 +200,9 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
 
 def _add_best(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("best", help="print the winners table of a results directory")
-    p.add_argument("--results", type=Path, help=f"default {DEFAULT_RESULTS} and the bundled results")
+    p.add_argument("--results", type=directory, help=f"default {DEFAULT_RESULTS} and the bundled results")
     p.add_argument("--gpu", help="only this GPU label")
+    p.add_argument("--format", choices=BEST_FORMATS, default="table", help="table (default), json or csv")
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
@@ -205,8 +216,10 @@ def _add_merge(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "merge", help="copy the trial rows of several results directories into one, each row once"
     )
-    p.add_argument("sources", nargs="+", type=Path, metavar="DIR", help="results directories to read")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the directory to write")
+    p.add_argument("sources", nargs="+", type=directory, metavar="DIR", help="results directories to read")
+    p.add_argument(
+        "-o", "--output", type=directory, required=True, metavar="DIR", help="the directory to write"
+    )
 
 
 def _add_replay_eval(sub: argparse._SubParsersAction) -> None:
@@ -214,15 +227,22 @@ def _add_replay_eval(sub: argparse._SubParsersAction) -> None:
         "replay-eval",
         help="trials each sampler needs to come within 2%% of the optimum, on exhaustive recordings",
     )
-    p.add_argument("recording", type=Path, help="results directory holding exhaustive (grid) trials")
+    p.add_argument("recording", type=directory, help="results directory holding exhaustive (grid) trials")
     p.add_argument("--gpu", help="GPU label (default: the recording's only one)")
     p.add_argument("--samplers", default="tpe,random", help="comma list (default tpe,random)")
-    p.add_argument("--seeds", type=int, default=20, help="seeds per shape and dtype (default 20)")
-    p.add_argument("--tolerance", type=float, default=0.02, help="distance to the optimum (default 0.02)")
-    p.add_argument("--max-trials", type=int, default=200, help="give up after this many (default 200)")
-    p.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
-    p.add_argument("--target", type=float, default=25, help="trials the first sampler must stay within (25)")
+    p.add_argument("--seeds", type=positive_int, default=20, help="seeds per shape and dtype (default 20)")
+    p.add_argument(
+        "--tolerance", type=nonnegative_fraction, default=0.02, help="distance to the optimum (default 0.02)"
+    )
+    p.add_argument(
+        "--max-trials", type=positive_int, default=200, help="give up after this many (default 200)"
+    )
+    p.add_argument("--jobs", type=positive_int, default=1, help="processes (default 1)")
+    p.add_argument(
+        "--target", type=positive_number, default=25, help="trials the first sampler must stay within (25)"
+    )
     p.add_argument("--check", action="store_true", help="exit 1 if the first sampler misses --target")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -258,10 +278,7 @@ def _with_default_command(argv: list[str]) -> list[str]:
 
 # --- commands -----------------------------------------------------------------------------
 def cmd_variants(args: argparse.Namespace) -> int:
-    try:
-        shapes = [Shape.parse(s) for s in args.shape or [LLMC_SHAPE]]
-    except InvalidShape as exc:
-        raise UsageError(str(exc)) from None
+    shapes = parse_shape_values(args.shape or [LLMC_SHAPE])
     from tuner.report import render_variants
 
     render_variants(shapes, parse_dtypes(args.dtype))
@@ -274,11 +291,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"error: the offline compile check is not available here ({exc})", file=sys.stderr)
         return 2
-    return int(main_check(args))
+    return int(main_check(args, progress=show_progress(args)))
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    from tuner.report import render_winners, winners_table
+    from tuner.report import render_winners, winners_table, write_winners
 
     dirs = [args.results] if args.results else read_dirs()
     frame, report = load_results(dirs)
@@ -288,9 +305,15 @@ def cmd_best(args: argparse.Namespace) -> int:
     if args.gpu:
         frame = frame[frame["gpu"] == args.gpu]
     if frame.empty:
-        print(f"no trial rows under {where}" + (f" for GPU {args.gpu}" if args.gpu else ""))
+        message = f"no trial rows under {where}" + (f" for GPU {args.gpu}" if args.gpu else "")
+        print(message, file=sys.stdout if args.format == "table" else sys.stderr)
+        if args.format != "table":  # an empty document, so that a reader's parser still works
+            write_winners(winners_table(frame), args.format)
         return 1
-    render_winners(winners_table(frame), title=f"Winners in {where}")
+    if args.format == "table":
+        render_winners(winners_table(frame), title=f"Winners in {where}")
+    else:
+        write_winners(winners_table(frame), args.format)
     return 0
 
 
@@ -310,15 +333,16 @@ def cmd_replay_eval(args: argparse.Namespace) -> int:
             make_sampler(name, 0)
         except UnavailableSampler as exc:
             raise UsageError(str(exc)) from None
-    if args.seeds < 1 or args.max_trials < 1:
-        raise UsageError("--seeds and --max-trials must be at least 1")
     frame = replay_eval.load(args.recording)
     if frame.empty:
         raise UsageError(f"no trial rows under {args.recording}: record a grid first (tune --sampler grid)")
+    from tuner.report import CounterBar
+
     try:
-        results = replay_eval.evaluate(
-            frame, args.gpu, samplers, args.seeds, args.tolerance, args.max_trials, args.jobs
-        )
+        with CounterBar(show_progress(args), "replay-eval", "run") as bar:
+            results = replay_eval.evaluate(
+                frame, args.gpu, samplers, args.seeds, args.tolerance, args.max_trials, args.jobs, bar
+            )
     except NoRecording as exc:
         raise UsageError(str(exc)) from None
     table = replay_eval.summary(results)
@@ -358,7 +382,7 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         replay_dir=args.replay,
         device=args.device,
         trial_timeout_s=args.trial_timeout,
-        progress=not args.no_progress,
+        progress=show_progress(args),
         replay_delay_s=args.replay_delay,
         heartbeat_s=args.heartbeat,
         bundled=args.bundled,

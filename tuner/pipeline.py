@@ -29,9 +29,11 @@ from optuna.storages import BaseStorage
 
 from results.schema import SHAPE_COLUMNS
 from results.store import clean_stale_temporaries, load_results, read_dirs, user_results_dir
+from tuner.arguments import SEED_MAX
 from tuner.claims import stored_answers
 from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
 from tuner.interrupt import StopFlag
+from tuner.preflight import CUDA_HINT, PreflightError, check_cuda, check_results_dir, check_storage
 from tuner.presets import DEFAULT_SHAPES, DEFAULT_TRIALS
 from tuner.replay import NoRecording, ReplayRunner
 from tuner.report import ProgressBars
@@ -199,18 +201,55 @@ def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
 
 
 def gpu_runner(device: int = 0, timeout_s: float = 10.0) -> Runner:
-    """The GPU's runner (CuPy, imported only now)."""
+    """The GPU's runner (CuPy, imported only now): CuPy and the driver are probed here first,
+    and a worker that dies while starting is a TuneError saying why, not a traceback."""
     try:
-        from tuner.gpu.runner import GpuBusy, GpuRunner
+        check_cuda(device)
+        from tuner.gpu.runner import GpuBusy, GpuRunner, WorkerFailed
+    except PreflightError as exc:
+        raise TuneError(str(exc)) from None
     except ImportError as exc:
-        raise TuneError(
-            f"no GPU runner here ({exc}); install the CUDA extra (pip install -e '.[cuda12]') "
-            "or replay a recording with --replay DIR"
-        ) from None
+        raise TuneError(f"no GPU runner here ({exc}): {CUDA_HINT}") from None
     try:
         return GpuRunner(device=device, timeout_s=timeout_s)
     except GpuBusy as exc:
         raise TuneError(f"GPU {device}: {exc}") from None
+    except (WorkerFailed, ConnectionError, TimeoutError) as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        raise TuneError(
+            f"the GPU worker did not start ({lines[-1] if lines else type(exc).__name__}); "
+            f"without a driver or CuPy: {CUDA_HINT}"
+        ) from None
+
+
+def check_numbers(request: TuneRequest) -> None:
+    """The request's numbers that would fail late or run wrong (a timeout of 0 measures nothing)."""
+    if request.trials < 1:
+        raise TuneError("--trials must be at least 1")
+    if request.seed is not None and not 0 <= request.seed <= SEED_MAX:
+        raise TuneError(f"--seed takes a whole number from 0 to {SEED_MAX}, not {request.seed}")
+    if request.timeout_s is not None and not request.timeout_s > 0:
+        raise TuneError(
+            f"--timeout takes seconds above 0 (leave it out for no limit), not {request.timeout_s}"
+        )
+    if not request.trial_timeout_s > 0:
+        raise TuneError(f"--trial-timeout takes seconds above 0, not {request.trial_timeout_s}")
+
+
+def preflight(request: TuneRequest, replaying: bool) -> None:
+    """What can be checked before a worker starts and anything is measured: the results
+    directory (a file written and removed there) and the storage (its file, or one
+    connection to its server)."""
+    results_dir = request.results_dir
+    named = "--results"
+    if results_dir is None and not replaying:
+        results_dir, named = user_results_dir(), "the results directory (--results, $REPKV_RESULTS_DIR)"
+    try:
+        if results_dir is not None:
+            check_results_dir(results_dir, named)
+        check_storage(request.storage)
+    except PreflightError as exc:
+        raise TuneError(str(exc)) from None
 
 
 def tune(
@@ -226,14 +265,14 @@ def tune(
     unknown = [d for d in request.dtypes if d not in DTYPES]
     if unknown:
         raise TuneError(f"unknown dtype {unknown[0]!r}: use --dtype with {', '.join(DTYPES)}")
-    if request.trials < 1:
-        raise TuneError("--trials must be at least 1")
+    check_numbers(request)
     seed = request.seed if request.seed is not None else secrets.randbelow(2**31)
     try:
         make_sampler(request.sampler, seed)
     except UnavailableSampler as exc:
         raise TuneError(str(exc)) from None
 
+    preflight(request, replaying=runner is None and request.replay_dir is not None)
     if runner is None and request.replay_dir is not None:
         try:
             runner = ReplayRunner.from_directory(

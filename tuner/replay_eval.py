@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,13 +69,19 @@ def evaluate_one(
     return EvalResult(sampler, shape, dtype, seed, trials_to_target(outcome.measured, target))
 
 
-def _evaluate_group(
-    args: tuple[pd.DataFrame, str, str, Shape, str, tuple[int, ...], float, int],
-) -> list[EvalResult]:
+Task = tuple[pd.DataFrame, str, str, Shape, str, tuple[int, ...], float, int]
+
+
+def _group_results(args: Task) -> Iterator[EvalResult]:
     frame, gpu, sampler, shape, dtype, seeds, tolerance, max_trials = args
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     runner = ReplayRunner(frame, gpu)
-    return [evaluate_one(runner, sampler, shape, dtype, s, tolerance, max_trials) for s in seeds]
+    for s in seeds:
+        yield evaluate_one(runner, sampler, shape, dtype, s, tolerance, max_trials)
+
+
+def _evaluate_group(args: Task) -> list[EvalResult]:
+    return list(_group_results(args))
 
 
 def exhaustive_groups(runner: ReplayRunner) -> list[tuple[Shape, str]]:
@@ -96,7 +102,10 @@ def evaluate(
     tolerance: float = 0.02,
     max_trials: int = 200,
     jobs: int = 1,
+    on_done: Callable[[int, int], None] | None = None,
 ) -> list[EvalResult]:
+    """Every sampler x exhaustive group x seed. `on_done(done, total)` is called as runs of
+    one seed finish (with `jobs` > 1: as a group's seeds all finish)."""
     runner = ReplayRunner(frame, gpu)
     frame = frame[frame["gpu"] == runner.gpu]
     tasks = [
@@ -105,10 +114,22 @@ def evaluate(
         for shape, dtype in exhaustive_groups(runner)
     ]
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    total, results = len(tasks) * seeds, []
+
+    def done(batch: list[EvalResult]) -> None:
+        results.extend(batch)
+        if on_done is not None:
+            on_done(len(results), total)
+
     if jobs <= 1:
-        return [r for task in tasks for r in _evaluate_group(task)]
+        for task in tasks:
+            for result in _group_results(task):
+                done([result])
+        return results
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return [r for results in pool.map(_evaluate_group, tasks) for r in results]
+        for batch in pool.map(_evaluate_group, tasks):
+            done(batch)
+    return results
 
 
 def summary(results: list[EvalResult]) -> pd.DataFrame:

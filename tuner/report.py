@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
+import threading
 from typing import Any, TextIO
 
 import pandas as pd
@@ -100,6 +102,23 @@ def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str =
     console.print(out)
 
 
+def write_winners(table: pd.DataFrame, fmt: str, file: TextIO | None = None) -> None:
+    """The winners table as JSON (a list of objects; a time that is not finite is null) or CSV."""
+    out = file or sys.stdout
+    table = table[list(WINNER_COLUMNS)]
+    if fmt == "csv":
+        table.to_csv(out, index=False, lineterminator="\n")
+        return
+    if fmt != "json":
+        raise ValueError(f"unknown format {fmt!r}: table, json or csv")
+    records = [
+        {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+        for record in table.astype(object).to_dict(orient="records")
+    ]
+    json.dump(records, out, indent=2)
+    out.write("\n")
+
+
 def render_outcomes(outcomes: list[StudyOutcome], file: TextIO | None = None) -> None:
     """Per study: what was measured, answered, failed, or missing from a recording."""
     lines = []
@@ -114,18 +133,43 @@ def render_outcomes(outcomes: list[StudyOutcome], file: TextIO | None = None) ->
     print("\n".join(lines), file=file or sys.stdout)
 
 
+_NUMBER = re.compile(r"(?<![\w^.])\d+(?:\.\d+)?(?![\w^])")
+
+
+def exclusion_groups(reasons: list[str]) -> list[tuple[int, str]]:
+    """Reasons grouped once their numbers are set aside ("a 4-byte vector ..." and "a 8-byte
+    vector ..." are one group), most frequent first. A number that differs within a group
+    shows as N; one that every member shares is kept."""
+    groups: dict[tuple[str, ...], list[list[str]]] = {}
+    for reason in reasons:
+        parts = _NUMBER.split(reason)
+        groups.setdefault(tuple(parts), []).append(_NUMBER.findall(reason))
+    out = []
+    for parts, numbers in groups.items():
+        shown = [column[0] if len(set(column)) == 1 else "N" for column in zip(*numbers, strict=True)]
+        text = "".join(p + (shown[i] if i < len(shown) else "") for i, p in enumerate(parts))
+        out.append((len(numbers), text))
+    return sorted(out, key=lambda group: (-group[0], group[1]))
+
+
 def render_variants(shapes: list[Shape], dtypes: list[str], file: TextIO | None = None) -> None:
     """Each family: its doc, parameters and how many of its configurations are valid at each
-    shape and dtype; then all families together."""
+    shape and dtype, and why the others are excluded (counts per reason); then all families
+    together."""
     lines = []
     for family in FAMILIES.values():
         lines.append(f"{family.name}: {family.doc}")
         for param in family.params:
             lines.append(f"  {param.name:<10} {', '.join(map(str, param.choices)):<40} {param.doc}")
-        total = len(list(family.space()))
+        space = list(family.space())
         for shape in shapes:
             counts = ", ".join(f"{d} {len(family.valid_configs(shape, DTYPES[d]))}" for d in dtypes)
-            lines.append(f"  valid of {total} at {shape}: {counts}")
+            lines.append(f"  valid of {len(space)} at {shape}: {counts}")
+            for d in dtypes:
+                reasons = [r for c in space if (r := family.rejection(shape, DTYPES[d], c))]
+                if reasons:
+                    lines.append(f"    {d} excludes {len(reasons)}:")
+                    lines += [f"      {n:>4}  {text}" for n, text in exclusion_groups(reasons)]
     for shape in shapes:
         counts = ", ".join(
             f"{d} {sum(len(f.valid_configs(shape, DTYPES[d])) for f in FAMILIES.values())}" for d in dtypes
@@ -166,3 +210,35 @@ class ProgressBars:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+class CounterBar:
+    """One tqdm bar on standard error for a long command (`check`, `replay-eval`), fed with
+    (done, total) or with increments (safe from several threads); shows nothing when disabled."""
+
+    def __init__(
+        self, enabled: bool, desc: str, unit: str, total: int | None = None, file: TextIO | None = None
+    ):
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=total, desc=desc, unit=unit, file=file or sys.stderr, disable=not enabled)
+        self._lock = threading.Lock()
+
+    def __call__(self, done: int, total: int) -> None:
+        with self._lock:
+            if self._bar.total != total:
+                self._bar.total = total
+            self._bar.update(done - self._bar.n)
+
+    def advance(self, n: int = 1) -> None:
+        with self._lock:
+            self._bar.update(n)
+
+    def close(self) -> None:
+        self._bar.close()
+
+    def __enter__(self) -> CounterBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

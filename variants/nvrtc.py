@@ -8,7 +8,7 @@ kernel, and keeps the PTX so tests can read the instructions.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -170,9 +170,14 @@ def compile_expressions(
 
 
 def compile_all(
-    work: Iterable[tuple[Family, str]], arch: str = "sm_90", keep_ptx: bool = False, threads: int = 0
+    work: Iterable[tuple[Family, str]],
+    arch: str = "sm_90",
+    keep_ptx: bool = False,
+    threads: int = 0,
+    on_done: Callable[[int], None] | None = None,
 ) -> list[KernelReport]:
-    """Compile (family, expression) pairs, each distinct expression once, in parallel programs."""
+    """Compile (family, expression) pairs, each distinct expression once, in parallel programs.
+    `on_done(n)` is called (from a worker thread) as each program of n expressions is done."""
     by_family: dict[str, tuple[Family, list[str]]] = {}
     for family, expression in work:
         _, exprs = by_family.setdefault(family.name, (family, []))
@@ -188,5 +193,14 @@ def compile_all(
 
     workers = threads or min(len(jobs), os.cpu_count() or 1) or 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        chunks = list(pool.map(lambda job: compile_expressions(job[0], job[1], arch, keep_ptx), jobs))
+        chunks = list(pool.map(lambda job: _compile_job(job, arch, keep_ptx, on_done), jobs))
     return [report for chunk in chunks for report in chunk]
+
+
+def _compile_job(
+    job: tuple[Family, list[str]], arch: str, keep_ptx: bool, on_done: Callable[[int], None] | None
+) -> list[KernelReport]:
+    reports = compile_expressions(job[0], job[1], arch, keep_ptx)
+    if on_done is not None:
+        on_done(len(job[1]))
+    return reports

@@ -96,6 +96,11 @@ def test_an_interrupted_tune_says_so_keeps_its_rows_and_resumes(tmp_path: Path) 
         (dict(sampler="annealing"), "annealing"),
         (dict(gpu="h100"), "NVIDIA H200"),
         (dict(storage="nonsense"), "nonsense"),
+        (dict(seed=-5), "--seed takes a whole number from 0 to 4294967295, not -5"),
+        (dict(timeout_s=0), "--timeout takes seconds above 0"),
+        (dict(timeout_s=-1.0), "--timeout takes seconds above 0"),
+        (dict(trial_timeout_s=0), "--trial-timeout takes seconds above 0"),
+        (dict(storage="redis://localhost:6379"), "this tuner cannot keep a study there"),
     ],
 )
 def test_a_request_that_cannot_run_is_a_tune_error(kw: dict, message: str) -> None:
@@ -103,6 +108,16 @@ def test_a_request_that_cannot_run_is_a_tune_error(kw: dict, message: str) -> No
     with pytest.raises(TuneError, match=message):
         tune(request(**kw), runner)
     assert runner.calls == []
+
+
+def test_a_results_dir_that_cannot_take_rows_is_a_tune_error_before_measuring(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    runner = F.RecordingRunner()
+    with pytest.raises(TuneError, match=r"--results .*file is a file"):
+        tune(request(results_dir=tmp_path / "file"), runner)  # storage memory: rows were its only write
+    with pytest.raises(TuneError, match=r"--storage journal:.*file is a file"):
+        tune(request(results_dir=tmp_path / "out", storage=f"journal:{tmp_path}/file/optuna.journal"), runner)
+    assert runner.calls == [] and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_what_a_recording_lacks_is_a_tune_error_or_counted(recording: Path, tmp_path: Path) -> None:
