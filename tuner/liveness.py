@@ -94,6 +94,12 @@ def worker_dead(worker: str) -> bool:
     return parsed is not None and parsed[0] == _HOST and not pid_alive(parsed[1], parsed[2])
 
 
+def worker_alive_here(worker: str) -> bool:
+    """True only when the worker runs on this host and its process is alive."""
+    parsed = parse_worker(worker)
+    return parsed is not None and parsed[0] == _HOST and pid_alive(parsed[1], parsed[2])
+
+
 def uses_optuna_heartbeat(storage: BaseStorage) -> bool:
     """Whether the storage keeps Optuna's heartbeat: an RDB storage made with an interval, as
     the study holds it (wrapped in Optuna's cache, which passes the heartbeat through)."""
