@@ -25,6 +25,7 @@ hands waits for their trials to settle rather than leave a dead one's configurat
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -261,8 +262,9 @@ class StudyLoop:
             self.outcome.reaped += len(failed)
         return bool(failed)
 
-    @property
+    @functools.cached_property
     def me(self) -> str:
+        """This worker, as its trials are stamped (host, pid, process start)."""
         return worker_id()
 
     def _trials(self, study: optuna.Study, copy_ms: float, outcome: StudyOutcome, limit: int) -> None:
