@@ -10,9 +10,10 @@ worker) the moment it exists, and kept alive while it runs by a `TrialKeeper` th
   fail_stale_trials`, which hands it to the storage's `RetryHeartbeatStaleTrialCallback`.
 - Other storages (the journal file has no heartbeat): a lease, the user attribute
   `LEASE` rewritten every interval. `reap` fails a running trial whose worker is gone
-  from this host (its pid no longer runs this process), or whose lease is older than the
-  grace period (a worker on another host sharing the journal), and retries it the same way,
-  with RetryHeartbeatStaleTrialCallback.
+  from this host (its pid no longer runs this process: on its own host a worker is judged
+  by the process table alone, never by a late lease), or, for a worker of another host
+  sharing the journal, whose lease is older than the grace period; and retries it the same
+  way, with RetryHeartbeatStaleTrialCallback.
 
 A trial that never got its worker stamp (a worker killed between creating the trial and
 stamping it) is failed once it is `ORPHAN_S` old.
@@ -30,7 +31,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 import optuna
-from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages import BaseStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 WORKER = "worker"  # trial user attribute: "host:pid:start"
@@ -78,18 +79,32 @@ def pid_alive(pid: int, start: str = "") -> bool:
     return True
 
 
-def worker_dead(worker: str) -> bool:
-    """True only when the worker certainly died: it ran on this host and its process is gone."""
+def parse_worker(worker: str) -> tuple[str, int, str] | None:
+    """(host, pid, start) of a WORKER attribute."""
     try:
         host, pid_text, start = worker.rsplit(":", 2)
-        pid = int(pid_text)
+        return host, int(pid_text), start
     except ValueError:
-        return False
-    return host == _HOST and not pid_alive(pid, start)
+        return None
+
+
+def worker_dead(worker: str) -> bool:
+    """True only when the worker certainly died: it ran on this host and its process is gone."""
+    parsed = parse_worker(worker)
+    return parsed is not None and parsed[0] == _HOST and not pid_alive(parsed[1], parsed[2])
+
+
+def worker_alive_here(worker: str) -> bool:
+    """True only when the worker runs on this host and its process is alive."""
+    parsed = parse_worker(worker)
+    return parsed is not None and parsed[0] == _HOST and pid_alive(parsed[1], parsed[2])
 
 
 def uses_optuna_heartbeat(storage: BaseStorage) -> bool:
-    return isinstance(storage, RDBStorage) and storage.heartbeat_interval is not None
+    """Whether the storage keeps Optuna's heartbeat: an RDB storage made with an interval, as
+    the study holds it (wrapped in Optuna's cache, which passes the heartbeat through)."""
+    interval = getattr(storage, "get_heartbeat_interval", None)
+    return callable(interval) and interval() is not None and hasattr(storage, "record_heartbeat")
 
 
 class TrialKeeper:
@@ -130,10 +145,13 @@ def _dead(trial: FrozenTrial, grace_s: float, now: float, heartbeat: bool) -> bo
     if worker is None:
         start = trial.datetime_start
         return start is not None and (datetime.now() - start).total_seconds() > ORPHAN_S
-    if worker_dead(str(worker)):
-        return True
     if heartbeat:
-        return False  # Optuna's heartbeat judges the others
+        return False  # Optuna's heartbeat judges them (fail_stale_trials)
+    parsed = parse_worker(str(worker))
+    if parsed is not None and parsed[0] == _HOST:
+        # On this host the process table knows: a worker starved of CPU for longer than the
+        # grace period is slow, not dead, and must not have its trial measured a second time.
+        return not pid_alive(parsed[1], parsed[2])
     lease = trial.user_attrs.get(LEASE)
     return lease is not None and now - float(lease) > grace_s
 

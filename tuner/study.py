@@ -25,6 +25,7 @@ hands waits for their trials to settle rather than leave a dead one's configurat
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -55,11 +56,11 @@ from tuner.claims import (
     recorded,
 )
 from tuner.interrupt import StopFlag, TrialInterrupted
-from tuner.liveness import WORKER, TrialKeeper, reap, worker_id
+from tuner.liveness import WORKER, TrialKeeper, reap, worker_alive_here, worker_id
 from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runner import Measurement, Runner
 from tuner.samplers import make_sampler
-from tuner.space import SearchSpace
+from tuner.space import FAMILY_PARAM, SearchSpace
 from tuner.store_watch import StoreWatch
 from tuner.unseen import UnseenFirst
 from variants import BASELINE, FAMILIES, Config, DType, Family, Shape
@@ -174,6 +175,10 @@ class StudyLoop:
             load_if_exists=True,
         )
 
+    def sampler_space(self) -> dict[str, tuple[Any, ...]]:
+        """Every Optuna parameter of the space and the values it takes (the family included)."""
+        return {FAMILY_PARAM: self.space.family_names, **self.space.offered}
+
     def excluded(self) -> set[str]:
         """What a new trial must not take: configurations answered in the study, claimed by
         a running trial, or missing from the recording."""
@@ -257,8 +262,9 @@ class StudyLoop:
             self.outcome.reaped += len(failed)
         return bool(failed)
 
-    @property
+    @functools.cached_property
     def me(self) -> str:
+        """This worker, as its trials are stamped (host, pid, process start)."""
         return worker_id()
 
     def _trials(self, study: optuna.Study, copy_ms: float, outcome: StudyOutcome, limit: int) -> None:
@@ -300,9 +306,10 @@ class StudyLoop:
     def _run_trial(self, study: optuna.Study, trial: Trial, copy_ms: float, outcome: StudyOutcome) -> None:
         keeper = TrialKeeper(study._storage, trial._trial_id, self.heartbeat_s).start()
         try:
+            previous = trial.user_attrs.get(WORKER)  # a retried trial's: the worker taken for dead
             trial.set_user_attr(WORKER, self.me)
             try:
-                value = self._objective(study, trial, copy_ms, outcome)
+                value = self._objective(study, trial, copy_ms, outcome, previous)
             except optuna.TrialPruned:
                 study.tell(trial, state=TrialState.PRUNED)
             except (TrialInterrupted, KeyboardInterrupt):
@@ -327,7 +334,14 @@ class StudyLoop:
             keeper.stop()
 
     # --- one trial --------------------------------------------------------------------
-    def _objective(self, study: optuna.Study, trial: Trial, copy_ms: float, outcome: StudyOutcome) -> float:
+    def _objective(
+        self,
+        study: optuna.Study,
+        trial: Trial,
+        copy_ms: float,
+        outcome: StudyOutcome,
+        previous: str | None = None,
+    ) -> float:
         plan = self.plan
         inherited = self._inherited(trial)
         if inherited is not None:
@@ -369,6 +383,12 @@ class StudyLoop:
                 self.known[key] = row
         if row is not None:
             return self._answer(trial, row, "store", outcome)
+        if previous is not None and previous != self.me and worker_alive_here(str(previous)):
+            # Retried, but its worker lives on this host: it was slow, not dead (a heartbeat
+            # starved past the grace period), and is measuring it still. Its row will answer.
+            outcome.yielded += 1
+            mark(trial, Status.DUPLICATE)
+            raise optuna.TrialPruned(f"{key} is still being measured by {previous}")
         measurement = self._measure(config)
         if measurement.status == Status.MISSING:
             outcome.missing += 1

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import threading
 from collections import Counter
 
 import optuna
@@ -10,7 +13,8 @@ import tuner_fakes as F
 from results.schema import FAILURES, Status
 from results.store import load_results
 from tuner.bench import BenchRunner
-from tuner.claims import Snapshot, claim, record
+from tuner.claims import ATTR_KEY, ATTR_STATUS, Snapshot, claim, record
+from tuner.liveness import WORKER, worker_id
 from tuner.rows import ResultsSink
 from tuner.runner import Measurement
 from tuner.storage import make_storage
@@ -200,8 +204,6 @@ def test_a_worker_taken_for_dead_goes_on_and_its_row_answers_the_retry(tmp_path)
 
 
 def test_three_workers_with_a_budget_beyond_the_space_stop_when_it_is_exhausted(tmp_path) -> None:
-    import threading
-
     storage = optuna.storages.InMemoryStorage()
     runners = [F.synthetic_runner() for _ in range(3)]
     outcomes = []
@@ -226,3 +228,31 @@ def test_three_workers_with_a_budget_beyond_the_space_stop_when_it_is_exhausted(
     assert len(frame) == 42 and frame["config_key"].is_unique  # the whole space, each once
     trials = len(optuna.load_study(study_name="s", storage=storage).trials)
     assert trials <= 42 + 6, trials  # a few yields at most, never a trial per repeat
+
+
+def test_a_retry_whose_worker_still_lives_here_is_not_measured_a_second_time() -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        storage = optuna.storages.InMemoryStorage()
+        study = optuna.create_study(study_name="s", storage=storage)
+        loop = StudyLoop(plan(trials=3), F.synthetic_runner(), storage)
+        params = loop.space.params_of(BASELINE)
+        distributions = {
+            k: optuna.distributions.CategoricalDistribution(v) for k, v in loop.sampler_space().items()
+        }
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=optuna.trial.TrialState.WAITING,
+                params=params,
+                distributions={k: distributions[k] for k in params},
+                user_attrs={WORKER: worker_id(sleeper.pid), ATTR_KEY: BASELINE.key},
+                system_attrs={"failed_trial": 0},
+            )
+        )
+        outcome = loop.run()
+        first = study.trials[0]
+        assert first.state == optuna.trial.TrialState.PRUNED and first.user_attrs[ATTR_STATUS] == "duplicate"
+        assert outcome.yielded >= 1
+    finally:
+        sleeper.kill()
+        sleeper.wait()
