@@ -20,7 +20,8 @@ SHAPE = Shape(2, 64, 8, 2, 32)
 def runner():
     from tuner.gpu.runner import GpuRunner
 
-    with GpuRunner(timeout_s=5.0, families={**FAMILIES, "faulty": FAULTY}, reps=10) as r:
+    # 15 s: the first run on a cold CuPy cache compiles its own kernels too
+    with GpuRunner(timeout_s=15.0, families={**FAMILIES, "faulty": FAULTY}, reps=10) as r:
         yield r
 
 
@@ -81,7 +82,7 @@ def test_a_study_over_planted_faults_records_each_and_completes(tmp_path) -> Non
     plan = StudyPlan(
         gpu="gpu", shape=SHAPE, dtype=DTYPES["fp32"], study_name="faults", sampler="grid", seed=0
     )
-    with GpuRunner(timeout_s=5.0, families=families, reps=10) as runner:
+    with GpuRunner(timeout_s=15.0, families=families, reps=10) as runner:
         sink = ResultsSink(tmp_path, "gpu", "faults")
         StudyLoop(plan, runner, None, run_id="faults", sink=sink, families=families).run()
         sink.flush()
