@@ -22,7 +22,7 @@ import pyarrow as pa
 
 import variants
 from results.best import baseline_rows, ok_rows
-from results.schema import GROUP_COLUMNS
+from results.schema import GROUP_COLUMNS, Status
 from results.store import LoadReport
 from variants import Config, DType, Family, Shape
 
@@ -307,7 +307,7 @@ def summarize_gpus(frame: pd.DataFrame, groups: Mapping[GroupKey, TunedGroup]) -
     summaries: dict[str, GpuSummary] = {}
     if frame.empty:
         return summaries
-    ok_mask = frame["status"] == "ok"
+    ok_mask = frame["status"] == Status.OK
     for label, rows in frame.groupby("gpu", sort=True):
         names = tuple(sorted({n for n in rows["gpu_name"].dropna().unique() if isinstance(n, str)}))
         capabilities = rows["compute_capability"].dropna()
