@@ -105,8 +105,12 @@ def sigint_stops(
     try:
         yield flag
     finally:
+        # Once a signal arrived the process is on its way out (reporting, flushing, interpreter
+        # shutdown); Python's own handler would turn a second Ctrl-C in that window into a
+        # KeyboardInterrupt traceback, so the handler stays for SIGINT. Otherwise restore.
         for s, h in previous.items():
-            signal.signal(s, h)
+            if not (presses and s == signal.SIGINT):
+                signal.signal(s, h)
 
 
 def _say(text: str) -> None:

@@ -88,14 +88,27 @@ def test_a_second_ctrl_c_quits_at_once(recording: Path, tmp_path: Path) -> None:
     assert _rows(out) >= 1  # what was written stays readable
 
 
-def test_the_handler_only_sets_the_flag_and_restores_the_default() -> None:
+def test_the_handler_restores_the_default_when_no_signal_came() -> None:
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with sigint_stops(StopFlag()):
+        assert signal.getsignal(signal.SIGINT) is not before[0]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_after_a_ctrl_c_the_handler_stays_so_a_second_one_never_raises() -> None:
     flag = StopFlag()
-    before = signal.getsignal(signal.SIGINT)
-    with sigint_stops(flag, message="stopping"):
-        os.kill(os.getpid(), signal.SIGINT)
-        deadline = time.monotonic() + 5
-        while not flag and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert flag and flag.reason == "interrupted"
-    assert signal.getsignal(signal.SIGINT) is before
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        with sigint_stops(flag, message="stopping"):
+            os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 5
+            while not flag and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert flag and flag.reason == "interrupted"
+        # the run is stopping: a second Ctrl-C must reach the quit-now path, not Python's
+        # KeyboardInterrupt (which left a traceback, or a death by SIGINT, during shutdown)
+        assert signal.getsignal(signal.SIGINT) is not before[0]
+        assert signal.getsignal(signal.SIGTERM) is before[1]
+    finally:
+        signal.signal(signal.SIGINT, before[0])
     assert StopFlag().sleep(0.01) is False
