@@ -196,7 +196,12 @@ def test_a_worker_taken_for_dead_goes_on_and_its_row_answers_the_retry(tmp_path)
     sink = ResultsSink(tmp_path, "h200", "run")
     watch = StoreWatch(tmp_path, "h200", F.SMALL, BF16, own=lambda: [])  # reads its own file too
     outcome = StudyLoop(
-        plan(trials=8), BenchRunner(bench, F.IDENTITY, F.copy_ms), storage, sink=sink, watch=watch
+        plan(trials=8),
+        BenchRunner(bench, F.IDENTITY, F.copy_ms),
+        storage,
+        run_id="run",
+        sink=sink,
+        watch=watch,
     ).run()
     frame, _ = load_results(tmp_path)
     assert len(calls) == len(set(calls)) == 8 and frame["config_key"].is_unique and len(frame) == 8
