@@ -122,10 +122,14 @@ def _resolved(path: Path) -> Path:
 
 def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Path, run_id: str) -> Path:
     """Write rows as `<directory>/<run_id>.parquet`, atomically, replacing any older copy."""
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    return write_arrow(to_table(frame), directory, run_id)
+
+
+def write_arrow(table: pa.Table, directory: Path, run_id: str) -> Path:
+    """Write a table of TRIAL_SCHEMA (`to_table`) as `<directory>/<run_id>.parquet`, atomically."""
     if not RUN_ID_PATTERN.fullmatch(run_id):
         raise ValueError(f"run id {run_id!r} must be letters, digits, '.', '_' or '-'")
-    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    table = to_table(frame)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{run_id}.parquet"

@@ -59,7 +59,7 @@ from tuner.study import HEARTBEAT_S
 from variants import InvalidShape, Shape
 
 if TYPE_CHECKING:
-    from tuner.pipeline import TuneRequest
+    from tuner.pipeline import TuneRequest, TuneResult
 
 DEFAULT_RESULTS = user_results_dir()
 LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
@@ -421,7 +421,6 @@ def cmd_fleet(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def cmd_tune(args: argparse.Namespace, runner: Runner | None = None, argv: Sequence[str] = ()) -> int:
     from tuner.interrupt import StopFlag, sigint_stops
     from tuner.pipeline import TuneError, tune
-    from tuner.report import render_outcomes, render_winners, winners_table
 
     if args.replay_delay < 0 or args.heartbeat < 1:
         raise UsageError("--replay-delay takes seconds >= 0 and --heartbeat seconds >= 1")
@@ -429,14 +428,22 @@ def cmd_tune(args: argparse.Namespace, runner: Runner | None = None, argv: Seque
         return cmd_fleet(args, argv)
     request = tune_request(args)
     stop = StopFlag()
-    from tuner.fleet import in_fleet, watch_parent
+    from tuner.fleet import watch_parent
 
     watch_parent(stop)
-    try:
-        with sigint_stops(stop):
+    with sigint_stops(stop):  # the report too: a second Ctrl-C while it prints still quits at once
+        try:
             result = tune(request, runner, echo=lambda line: print(line, file=sys.stderr), stop=stop)
-    except TuneError as exc:
-        raise UsageError(str(exc)) from None
+        except TuneError as exc:
+            raise UsageError(str(exc)) from None
+        return report_tune(result)
+
+
+def report_tune(result: TuneResult) -> int:
+    """What a tuning run prints at its end (interrupted or not); returns the exit status."""
+    from tuner.fleet import in_fleet
+    from tuner.report import render_outcomes, render_winners, winners_table
+
     render_outcomes(result.outcomes, file=sys.stderr)
     if result.missing:
         print(f"{result.missing} proposed configurations were not in the recording", file=sys.stderr)

@@ -17,8 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
+
 from results.schema import SCHEMA_VERSION, Status
-from results.store import write_table
+from results.store import to_table, write_arrow
 from tuner import __version__
 from tuner.runner import GpuIdentity, Measurement
 from variants import Config, DType, Family, Shape, get_family
@@ -128,6 +131,8 @@ class ResultsSink:
         self._part_start = 0
         self._part = 0
         self._unflushed = 0
+        self._table: pa.Table | None = None  # the current part, as written last
+        self._table_end = 0
 
     def append(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
@@ -143,14 +148,24 @@ class ResultsSink:
             return
         while len(self.rows) - self._part_start > self.part_rows:
             end = self._part_start + self.part_rows
-            self._write(self.rows[self._part_start : end])
+            self._write(end)
             self._part_start = end
             self._part += 1
-        self._write(self.rows[self._part_start :])
+            self._table, self._table_end = None, end
+        self._write(len(self.rows))
         self._unflushed = 0
 
-    def _write(self, rows: list[dict[str, Any]]) -> None:
-        path = write_table(rows, self.directory, self._name())
+    def _write(self, end: int) -> None:
+        """Write the current part's rows up to `end`: only the rows new since the last write
+        are converted to arrow (a trial's flush costs one row, not the whole part, to build)."""
+        start = self._part_start if self._table is None else self._table_end
+        new = to_table(pd.DataFrame(self.rows[start:end])) if end > start else None
+        if self._table is None:
+            self._table = new
+        elif new is not None:
+            self._table = pa.concat_tables([self._table, new])
+        self._table_end = end
+        path = write_arrow(self._table, self.directory, self._name())
         if path not in self.files:
             self.files.append(path)
 

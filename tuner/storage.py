@@ -3,7 +3,7 @@ a fleet of hosts, SQLite for one process.
 
     memory                          in-memory (nothing survives the process)
     journal:/path/optuna.journal    the processes of one host (JournalStorage, file backend with
-                                    a lock; the default: <results>/optuna.journal)
+                                    a flock, tuner.journal; the default: <results>/optuna.journal)
     postgresql://user@host/db       several hosts (psycopg 3 is used for plain postgresql://)
     sqlite:///path/optuna.db        one process only
 
@@ -31,7 +31,8 @@ from pathlib import Path
 import optuna
 import sqlalchemy.exc
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+from tuner.journal import journal_storage
 
 HEARTBEAT_INTERVAL_S = 30
 MAX_RETRY = 3
@@ -102,7 +103,7 @@ def make_storage(
         if not path.name:
             raise InvalidStorage(f"journal storage {url!r} needs a file: journal:/path/optuna.log")
         path.parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(JournalFileBackend(str(path)))
+        return journal_storage(path)
     if "://" not in url:
         raise InvalidStorage(
             f"cannot read storage {url!r}: use sqlite:///FILE, journal:FILE, postgresql://... or memory"

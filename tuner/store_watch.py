@@ -4,9 +4,10 @@ A fleet's workers write their own files into one results directory (`<results>/<
 <run_id>.parquet`, each rewritten atomically after every trial). `StoreWatch.answer(key)`
 says whether any of them holds a row for the configuration: it lists the GPU's directory,
 reads again only the files whose size or mtime changed since the last look (and never this
-process's own files, whose rows it already has), and keeps the answers for one GPU, shape,
-dtype and kernel source (`stored_answers`). The cost is a directory listing and a stat per
-file, plus one read per file another worker rewrote since.
+process's own files, whose rows it already has), and of those only the columns that say
+which configurations of this GPU, shape, dtype and kernel source they hold. The cost is a
+directory listing and a stat per file, plus a read of a few columns per file another worker
+rewrote since; a whole file is read only when it holds the configuration asked about.
 """
 
 from __future__ import annotations
@@ -18,10 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from results.schema import SHAPE_COLUMNS
 from results.store import TEMP_PREFIX, CorruptResults, read_file
 from tuner.claims import stored_answers
-from variants import DType, Family, Shape
+from variants import FAMILIES, DType, Family, Shape
+
+KEY_COLUMNS = ("gpu", *SHAPE_COLUMNS, "dtype", "family", "source_hash", "config_key")
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +47,9 @@ class StoreWatch:
         self.gpu, self.shape, self.dtype, self.families = gpu, shape, dtype, families
         self.own = own  # this process's files (never re-read)
         self._seen: dict[str, tuple[int, int]] = {}
-        self._answers: dict[str, dict[str, dict[str, Any]]] = {}  # file -> key -> row
+        self._keys: dict[str, set[str]] = {}  # file -> the configurations it answers
+        registry = FAMILIES if families is None else families
+        self._hashes = {n: f.source_hash for n, f in registry.items()}
         self.reads = 0
 
     def _changed(self) -> list[Path]:
@@ -66,24 +74,42 @@ class StoreWatch:
         return changed
 
     def refresh(self) -> None:
+        """Read again the configuration keys of the files that changed: only the columns that
+        say which GPU, shape, dtype and kernel source a row is of (a whole row is read only
+        for a configuration asked about that a file holds)."""
         for path in self._changed():
             try:
-                frame = read_file(path)
-            except CorruptResults as exc:
+                self._keys[str(path)] = self._keys_of(path)
+            except (OSError, pa.ArrowException, KeyError) as exc:
                 log.warning("skipping results file %s: %s", path, exc)
+                self._keys.pop(str(path), None)
                 continue
             self.reads += 1
-            self._answers[str(path)] = stored_answers(frame, self.gpu, self.shape, self.dtype, self.families)
+
+    def _keys_of(self, path: Path) -> set[str]:
+        with open(path, "rb") as handle:  # one read: a writer's os.replace cannot mix versions
+            data = handle.read()
+        table = pq.read_table(pa.BufferReader(data), columns=list(KEY_COLUMNS))
+        frame = table.to_pandas()
+        mask = (frame["gpu"] == self.gpu) & (frame["dtype"] == self.dtype.name)
+        for name, value in self.shape.as_dict().items():
+            mask &= frame[name] == value
+        rows = frame[mask]
+        rows = rows[rows["family"].map(self._hashes) == rows["source_hash"]]
+        return set(rows["config_key"])
 
     def answer(self, key: str) -> dict[str, Any] | None:
         """The stored row that answers key, from any other worker's file, read now."""
         self.refresh()
-        rows = [answers[key] for answers in self._answers.values() if key in answers]
-        if not rows:
+        frames = []
+        for name, keys in self._keys.items():
+            if key in keys:
+                try:
+                    frames.append(read_file(Path(name)))
+                except CorruptResults as exc:
+                    log.warning("skipping results file %s: %s", name, exc)
+        if not frames:
             return None
-        if len(rows) == 1:
-            return rows[0]
-        # measured more than once already (before this rule held): the same pick as the store's
-        return next(
-            iter(stored_answers(pd.DataFrame(rows), self.gpu, self.shape, self.dtype, self.families).values())
-        )
+        frame = pd.concat(frames, ignore_index=True)
+        frame = frame[frame["config_key"] == key]
+        return stored_answers(frame, self.gpu, self.shape, self.dtype, self.families).get(key)

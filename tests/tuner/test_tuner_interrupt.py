@@ -83,8 +83,12 @@ def test_a_second_ctrl_c_quits_at_once(recording: Path, tmp_path: Path) -> None:
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and time.monotonic() - sent < 2.0
-    assert "quitting now" in stderr and "Traceback" not in stderr
+    took = time.monotonic() - sent
+    # 130, or killed by SIGINT itself (which a shell reports as 130) if the second Ctrl-C came
+    # after the run had finished, while the interpreter was shutting down
+    assert proc.returncode in (130, -signal.SIGINT) and took < 2.0, (proc.returncode, took, stderr[-2000:])
+    assert "Traceback" not in stderr
+    assert proc.returncode == -signal.SIGINT or "quitting now" in stderr
     assert _rows(out) >= 1  # what was written stays readable
 
 

@@ -1,0 +1,78 @@
+"""The journal file the processes of one host share a study through: Optuna's JournalStorage
+on its file backend, with a lock made for one host.
+
+Optuna's own file locks are made for NFS: a symlink (or an O_EXCL file) taken in a loop whose
+sleep doubles on every failed try, up to a second, and broken by force after a grace period
+when its holder died. Between workers that each append a dozen lines per trial, the loser
+of a collision slept tens of milliseconds more each time, and two workers on two GPUs tuned
+no faster than one (measured on two H200s: 0.97x). Here the lock is `flock(2)`: a waiter
+wakes as soon as the holder lets go, and the kernel releases the lock of a process that dies,
+so a SIGKILLed worker never leaves a stale lock behind.
+
+Lines are appended without an fsync each, as the results' parquet files are written: a
+process killed at any moment loses nothing it appended (the page cache holds it), and what
+a power cut could take back is only the study's last trials, whose rows answer them when the
+study runs again. Several hosts share a study through PostgreSQL, not this file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+
+class FlockLock:
+    """An exclusive flock on `<journal>.flock`, blocking until it is free. (Optuna's own lock
+    on the same journal would not exclude it: share a journal through this tuner only.)"""
+
+    def __init__(self, journal: str) -> None:
+        self._path = journal + ".flock"
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            raise RuntimeError("the journal lock is not held")
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+class JournalFile(JournalFileBackend):
+    """Optuna's journal file backend, appending under `FlockLock` without an fsync per line."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)  # its reading; its appending (and its lock) are replaced below
+        self._path = path
+        self._journal_lock = FlockLock(path)
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        data = ("\n".join(json.dumps(log, separators=(",", ":")) for log in logs) + "\n").encode()
+        self._journal_lock.acquire()
+        try:
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                view = memoryview(data)
+                while view:  # whole lines, appended under the lock
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+        finally:
+            self._journal_lock.release()
+
+
+def journal_storage(path: Path | str) -> JournalStorage:
+    return JournalStorage(JournalFile(str(path)))
