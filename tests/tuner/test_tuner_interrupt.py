@@ -84,11 +84,12 @@ def test_a_second_ctrl_c_quits_at_once(recording: Path, tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     took = time.monotonic() - sent
-    # 130, or killed by SIGINT itself (which a shell reports as 130) if the second Ctrl-C came
-    # after the run had finished, while the interpreter was shutting down
-    assert proc.returncode in (130, -signal.SIGINT) and took < 2.0, (proc.returncode, took, stderr[-2000:])
-    assert "Traceback" not in stderr
-    assert proc.returncode == -signal.SIGINT or "quitting now" in stderr
+    # 130 whenever the second Ctrl-C lands: the handler stays after the first, through the
+    # report and the interpreter's shutdown (Python's own would die by SIGINT, -2, there)
+    assert proc.returncode == 130 and took < 2.0, (proc.returncode, took, stderr[-2000:])
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    # the run may have finished stopping before the second one came
+    assert "quitting now" in stderr or stderr.rstrip().endswith("run the same command again to resume")
     assert _rows(out) >= 1  # what was written stays readable
 
 
