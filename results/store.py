@@ -55,6 +55,9 @@ class CorruptResults(ValueError):
 # this rate is a broken row, not a measurement (an H200 reads and writes at about 4.8 TB/s).
 MAX_BANDWIDTH = 100e12  # bytes/s
 REQUIRED_COLUMNS = tuple(f.name for f in TRIAL_SCHEMA if not f.nullable)
+# Required text that must not be empty either: what a row is found and grouped by (an empty
+# run_id, as a study run without one writes, harms nothing).
+NON_EMPTY_COLUMNS = ("gpu", "dtype", "family", "params", "config_key", "status")
 
 
 @dataclass
@@ -285,7 +288,7 @@ def validate_table(
     """The rows of `table` that the service, the selection rule and the dashboards can trust,
     and how many rows each reason dropped (a row counts under the first reason it fails):
 
-    - every required column (non-nullable in TRIAL_SCHEMA) is set, strings non-empty;
+    - every required column (non-nullable in TRIAL_SCHEMA) is set, NON_EMPTY_COLUMNS non-empty;
     - status is one of results.schema.STATUSES, dtype one of variants.DTYPES, family one of
       `families` (default: variants.FAMILIES);
     - B, T, NH, NH_KV, HD make a variants.Shape (>= 1, <= MAX_DIM, NH divisible by NH_KV);
@@ -309,7 +312,7 @@ def validate_table(
 
     for name in REQUIRED_COLUMNS:
         column = table.column(name)
-        if pa.types.is_string(column.type):
+        if name in NON_EMPTY_COLUMNS:
             drop(~_mask(pc.not_equal(column, "")), f"{name} is null or empty")
         else:
             drop(_mask(pc.is_null(column)), f"{name} is null")

@@ -205,20 +205,23 @@ def test_rows_that_cannot_be_trusted_are_dropped_with_why(tmp_path: Path, caplog
         row(time_ms=-1.0),
         row(status="timeout", time_ms=float("inf")),  # failed trials carry inf: kept
         row(gpu=None),
-        row(run_id=""),
+        row(config_key=""),
+        row(run_id=None),
+        row(run_id=""),  # as a study run without an id writes: kept
         row(status="great"),
         row(NH_KV=5),
     ]
     write_unchecked(rows, tmp_path, "mixed")
     with caplog.at_level(logging.WARNING):
         frame, report = load_results(tmp_path)
-    assert len(frame) == 3 and report.dropped_rows == 7
+    assert len(frame) == 4 and report.dropped_rows == 8
     assert report.files == [tmp_path / "mixed.parquet"] and not report.skipped
     reasons = report.dropped[str(tmp_path / "mixed.parquet")]
-    assert reasons["gpu is null or empty"] == 1 and reasons["run_id is null or empty"] == 1
+    assert reasons["gpu is null or empty"] == 1 and reasons["config_key is null or empty"] == 1
+    assert reasons["run_id is null"] == 1
     assert sum(n for why, n in reasons.items() if "finite positive" in why) == 2
     assert sum(n for why, n in reasons.items() if "100 TB/s" in why) == 1
-    assert "dropping 7 of 10 rows" in caplog.text
+    assert "dropping 8 of 12 rows" in caplog.text
 
 
 def test_the_families_a_loader_accepts_can_be_given(tmp_path: Path) -> None:
