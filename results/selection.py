@@ -132,22 +132,35 @@ def shortlist(
     """The few configurations worth racing on a shape nobody tuned: the served one first,
     then the best of the next nearest tuned shapes (at most `per_group` from each), distinct
     configurations only. An exact match is the whole list: it was measured there."""
+    for label in source_gpus(index, gpu, other_gpus):
+        found = nearest_choices(index.groups_of(label), shape, dtype, size, per_group)
+        if found:
+            return found[:1] if found[0].match == "exact" else found
+    return []
+
+
+def nearest_choices(
+    groups: Iterable[TunedGroup],
+    shape: Shape,
+    dtype: DType,
+    size: int,
+    per_group: int,
+    exclude: Collection[GroupKey] = (),
+) -> list[Choice]:
+    """Up to `size` distinct configurations that can serve (shape, dtype), in the rule's order,
+    at most `per_group` from each tuned group: the winners and runners-up of the nearest
+    tuned shapes."""
     found: list[Choice] = []
     keys: set[str] = set()
-    for label in source_gpus(index, gpu, other_gpus):
-        taken: dict[GroupKey, int] = {}
-        for choice in serving(index.groups_of(label), shape, dtype):
-            if choice.match == "exact":
-                return [choice]
-            key = choice.group.key
-            if choice.candidate.config_key in keys or taken.get(key, 0) >= per_group:
-                continue
-            taken[key] = taken.get(key, 0) + 1
-            keys.add(choice.candidate.config_key)
-            found.append(choice)
-            if len(found) >= size:
-                return found
-        if found:
+    taken: dict[GroupKey, int] = {}
+    for choice in serving(groups, shape, dtype, exclude):
+        key = choice.group.key
+        if choice.candidate.config_key in keys or taken.get(key, 0) >= per_group:
+            continue
+        taken[key] = taken.get(key, 0) + 1
+        keys.add(choice.candidate.config_key)
+        found.append(choice)
+        if len(found) >= size:
             break
     return found
 

@@ -19,7 +19,7 @@ died after recording (its retried copy carries the record).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, NamedTuple
 
 import optuna
@@ -27,6 +27,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from results.schema import Status
+from tuner.interrupt import TrialInterrupted
 from tuner.runner import Measurement
 from variants import FAMILIES, DType, Family, Shape
 
@@ -132,6 +133,16 @@ class Snapshot:
             if t.number != me and t.user_attrs.get(ATTR_KEY) is not None
         }
 
+    def all_taken(self, keys: Collection[str], unavailable: Collection[str], goal: int) -> bool:
+        """Whether a new trial would find nothing to take: every configuration of `keys` is
+        answered, claimed or unavailable, or those plus the running trials that have not
+        claimed yet fill the budget `goal`."""
+        claimed = self.claims()
+        settled = self.done.keys() | self.missing | set(unavailable)
+        free = set(keys) - settled - claimed.keys()
+        taken = len(settled | claimed.keys()) + sum(1 for t in self.running if ATTR_KEY not in t.user_attrs)
+        return not free or taken >= goal
+
     def slots_before(self, me: int) -> tuple[int, int]:
         """(settled, taken): the distinct configurations the study holds answers for, and those
         plus the configurations the running trials numbered below `me` may add (one each for
@@ -178,6 +189,41 @@ def finished_trial(study: optuna.Study, key: str) -> FrozenTrial:
     return next(
         t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(ATTR_KEY) == key and answers(t)
     )
+
+
+class Yielded(optuna.TrialPruned):
+    """A trial pruned because another running trial holds its configuration."""
+
+
+def admit(
+    study: optuna.Study,
+    trial: Trial,
+    key: str,
+    goal: int,
+    wait: Callable[[Snapshot], bool],
+) -> FrozenTrial | None:
+    """Whether trial, which claimed key, may measure it: returns the study's finished trial
+    that answers key, if there is one, else None (measure). Prunes it (marked DUPLICATE) when
+    another running trial claims key (`Yielded`), or (OVER_BUDGET) when the study holds its `goal`
+    configurations. While the running trials before it may take the last places, calls
+    `wait(snapshot)` and looks again; `wait` returns True to give up (raises `TrialInterrupted`)."""
+    while True:
+        snap = Snapshot.read(study)
+        finished = snap.done.get(key)
+        if finished is not None:
+            return finished
+        if key in snap.claims(trial.number):
+            mark(trial, Status.DUPLICATE)
+            raise Yielded(f"{key} is being measured by another trial")
+        settled, taken = snap.slots_before(trial.number)
+        settled += len(snap.missing - snap.done.keys())
+        if settled >= goal:
+            mark(trial, OVER_BUDGET)
+            raise optuna.TrialPruned(f"the study holds its {goal} configurations")
+        if taken < goal:
+            return None
+        if wait(snap):
+            raise TrialInterrupted
 
 
 def claim(trial: Trial, key: str) -> None:

@@ -22,17 +22,20 @@ stamping it) is failed once it is `ORPHAN_S` old.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 import optuna
 from optuna.storages import BaseStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
+
+log = logging.getLogger(__name__)
 
 WORKER = "worker"  # trial user attribute: "host:pid:start"
 LEASE = "lease"  # trial user attribute: time.time() of the worker's last sign of life
@@ -138,6 +141,22 @@ class TrialKeeper:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2.0)  # a beat stuck in the storage is left to die with us
+
+
+@contextlib.contextmanager
+def kept_alive(storage: BaseStorage, trial_id: int, number: int, interval_s: float) -> Iterator[None]:
+    """Keeps the trial alive (`TrialKeeper`) within the block. If another worker took this one
+    for dead meanwhile (no sign of life for the grace period), it failed the trial and queued
+    its configuration again: telling the study then raises UpdateFinishedTrialError, which is
+    logged and swallowed. Whatever the trial measured is on disk already; the retry answers
+    from it."""
+    keeper = TrialKeeper(storage, trial_id, interval_s).start()
+    try:
+        yield
+    except optuna.exceptions.UpdateFinishedTrialError:
+        log.warning("trial %d was failed by another worker meanwhile; going on", number)
+    finally:
+        keeper.stop()
 
 
 def _dead(trial: FrozenTrial, grace_s: float, now: float, heartbeat: bool) -> bool:

@@ -16,7 +16,6 @@ result says `interrupted`, holds what was measured, and the same request run aga
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 import time
@@ -42,8 +41,10 @@ from tuner.runner import Runner
 from tuner.samplers import UnavailableSampler, make_sampler
 from tuner.storage import InvalidStorage, default_storage_url, make_storage
 from tuner.store_watch import StoreWatch
-from tuner.study import HEARTBEAT_S, ProgressHook, StudyLoop, StudyOutcome, StudyPlan
-from variants import DTYPES, FAMILIES, DType, Family, Shape
+from tuner.study import HEARTBEAT_S, StudyLoop
+from tuner.study_plan import ProgressHook, StudyOutcome, StudyPlan, default_study_name
+from tuner.warm_start import WARM_START_SIZE, with_warm_start
+from variants import DTYPES, Family, Shape
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class TuneRequest:
     replay_delay_s: float = 0.0  # a replay answers each trial after this long (as a GPU takes)
     heartbeat_s: float = HEARTBEAT_S  # a running trial's sign of life; dead after 4 of them
     bundled: bool = True  # answer from the bundled results too (a replay never does)
+    warm_start: int = WARM_START_SIZE  # nearest tuned shapes' winners queued first (0: none)
 
 
 @dataclass
@@ -90,20 +92,6 @@ class TuneResult:
 
     def frame(self) -> pd.DataFrame:
         return outcome_frame(self.outcomes)
-
-
-def kernels_hash(families: Mapping[str, Family] | None = None) -> str:
-    registry = FAMILIES if families is None else families
-    joined = ",".join(f"{n}:{f.source_hash}" for n, f in sorted(registry.items()))
-    return hashlib.sha256(joined.encode()).hexdigest()[:8]
-
-
-def default_study_name(gpu: str, shape: Shape, dtype: DType, prefix: str | None = None) -> str:
-    """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16'. The kernel sources'
-    hash is part of the default prefix: edited kernels start a fresh study."""
-    if prefix is None:
-        prefix = f"repkv-{kernels_hash()}"
-    return f"{prefix}/{gpu}/{shape.key}/{dtype.name}"
 
 
 def study_plans(request: TuneRequest, gpu: str, seed: int) -> list[StudyPlan]:
@@ -142,15 +130,20 @@ def run_plans(
     on_done: Callable[[StudyOutcome], None] | None = None,
     stop: StopFlag | None = None,
     heartbeat_s: float = HEARTBEAT_S,
+    warm_start: int = 0,
 ) -> list[StudyOutcome]:
     """Every plan in turn, one study each; rows are flushed after each trial and at the end.
-    A stop request ends the run after the study it lands in (whose outcome is kept)."""
+    A stop request ends the run after the study it lands in (whose outcome is kept). With
+    `warm_start`, a study first measures that many winners of the nearest shapes tuned
+    before it (the stored rows and this run's)."""
     outcomes = []
     stop = stop if stop is not None else runner.stop
     try:
         for plan in plans:
             if stop:
                 break
+            if warm_start:
+                plan = with_warm_start(plan, [stored, outcome_frame(outcomes)], warm_start)
             known = (
                 stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families)
                 if stored is not None
@@ -327,6 +320,7 @@ def tune(
             on_done=lambda o: (bars.close(), result.outcomes.append(o)),
             stop=stop,
             heartbeat_s=request.heartbeat_s,
+            warm_start=request.warm_start,
         )
     except KeyboardInterrupt:  # only where no handler turned Ctrl-C into the stop flag
         result.interrupted = True

@@ -4,6 +4,10 @@ For each recorded (shape, dtype) and each seed, a fresh in-memory study runs thr
 ReplayRunner until its best configuration is within `tolerance` of the recording's optimum
 (or `max_trials` configurations were measured). A trial here is a configuration measured:
 repeats and invalid combinations cost nothing on a GPU and are not counted.
+
+A sampler named `<sampler>+warm` starts from the winners of the nearest recorded shapes
+(`tuner.warm_start`), with the evaluated shape held out in every dtype: the recording then
+plays a store that never saw the shape.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
+from results.index import StoreIndex, build_index
 from results.schema import Status
 from results.store import load_results
 from tuner.replay import ReplayRunner
-from tuner.study import StudyLoop, StudyPlan
+from tuner.study import StudyLoop
+from tuner.study_plan import StudyPlan
+from tuner.warm_start import shape_held_out, warm_start_configs
 from variants import DTYPES, Shape, valid_configs
 
-DEFAULT_SAMPLERS = ("tpe", "random")
+DEFAULT_SAMPLERS = ("tpe", "random", "tpe+warm")
+WARM = "+warm"
 
 
 @dataclass(frozen=True)
@@ -52,18 +60,32 @@ def optimum(runner: ReplayRunner, shape: Shape, dtype: str) -> float:
 
 
 def evaluate_one(
-    runner: ReplayRunner, sampler: str, shape: Shape, dtype: str, seed: int, tolerance: float, max_trials: int
+    runner: ReplayRunner,
+    sampler: str,
+    shape: Shape,
+    dtype: str,
+    seed: int,
+    tolerance: float,
+    max_trials: int,
+    index: StoreIndex | None = None,
 ) -> EvalResult:
+    """One run; `index` (the recording's) gives a `+warm` sampler its warm start."""
     target = optimum(runner, shape, dtype) * (1.0 + tolerance)
+    base = sampler.removesuffix(WARM)
+    warm: list = []
+    if sampler.endswith(WARM) and index is not None:
+        held_out = shape_held_out(index, runner.gpu, shape)
+        warm = warm_start_configs(index, runner.gpu, shape, DTYPES[dtype], exclude=held_out)
     plan = StudyPlan(
         gpu=runner.gpu,
         shape=shape,
         dtype=DTYPES[dtype],
         study_name=f"eval-{sampler}-{seed}",
-        sampler=sampler,
+        sampler=base,
         seed=seed,
         trials=max_trials,
         target_value=target,
+        warm_start=tuple(warm),
     )
     outcome = StudyLoop(plan, runner, None).run()
     return EvalResult(sampler, shape, dtype, seed, trials_to_target(outcome.measured, target))
@@ -76,8 +98,9 @@ def _group_results(args: Task) -> Iterator[EvalResult]:
     frame, gpu, sampler, shape, dtype, seeds, tolerance, max_trials = args
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     runner = ReplayRunner(frame, gpu)
+    index = build_index(frame) if sampler.endswith(WARM) else None
     for s in seeds:
-        yield evaluate_one(runner, sampler, shape, dtype, s, tolerance, max_trials)
+        yield evaluate_one(runner, sampler, shape, dtype, s, tolerance, max_trials, index)
 
 
 def _evaluate_group(args: Task) -> list[EvalResult]:

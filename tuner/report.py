@@ -20,7 +20,7 @@ from rich.table import Table
 
 from results.best import winners
 from results.schema import SHAPE_COLUMNS
-from tuner.study import StudyOutcome, StudyPlan
+from tuner.study_plan import StudyOutcome, StudyPlan
 from variants import DTYPES, FAMILIES, Shape
 
 WINNER_COLUMNS = (

@@ -9,10 +9,10 @@ clips it to the worst finite value. An invalid combination of parameters is prun
 a row (nothing ran).
 
 No configuration is measured twice for one GPU, shape and dtype (`tuner.claims`): a trial
-answers from the study's trials or the results store when it can (the store read again
-right before measuring: rows any worker wrote), and yields when another live trial claims
-its configuration. A row reaches the results store before its trial is recorded in the study
-and told, so what the study holds is always on disk.
+answers from the study or the results store when it can (`tuner.known_rows`; the store is
+read again right before measuring), and yields when another live trial claims it. A row
+reaches the results store before its trial is recorded in the study and told, so what the
+study holds is always on disk.
 
 The budget (`--trials`) is distinct configurations in the study, however many workers share
 it: a trial measures only while the configurations answered, plus those the running trials
@@ -26,44 +26,41 @@ hands waits for their trials to settle rather than leave a dead one's configurat
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage
-from optuna.trial import FrozenTrial, Trial, TrialState
+from optuna.trial import Trial, TrialState
 
 from results.schema import Status
 from tuner.bench import guarded
 from tuner.claims import (
-    ATTR_KEY,
     ATTR_SOURCE,
-    ATTR_STATUS,
-    ATTR_TIME,
     INTERRUPTED,
-    NOTHING_MEASURED,
-    OVER_BUDGET,
     Snapshot,
+    Yielded,
+    admit,
     claim,
     mark,
     record,
-    recorded,
 )
 from tuner.interrupt import StopFlag, TrialInterrupted
-from tuner.liveness import WORKER, TrialKeeper, reap, worker_alive_here, worker_id
+from tuner.known_rows import KnownRows
+from tuner.liveness import WORKER, kept_alive, reap, worker_alive_here, worker_id
 from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runner import Measurement, Runner
 from tuner.samplers import make_sampler
-from tuner.space import FAMILY_PARAM, SearchSpace
+from tuner.space import SearchSpace
 from tuner.store_watch import StoreWatch
+from tuner.study_plan import ProgressHook, StudyOutcome, StudyPlan
 from tuner.unseen import UnseenFirst
-from variants import BASELINE, FAMILIES, Config, DType, Family, Shape
+from tuner.warm_start import enqueue
+from variants import BASELINE, FAMILIES, Config, Family
 
 log = logging.getLogger(__name__)
 
@@ -75,53 +72,11 @@ HEARTBEAT_S = 30.0  # a running trial's sign of life (Optuna's heartbeat, or a l
 GRACE_S = 120.0  # without one for this long, its worker is taken for dead
 
 
-@dataclass(frozen=True)
-class StudyPlan:
-    gpu: str
-    shape: Shape
-    dtype: DType
-    study_name: str
-    sampler: str = "tpe"
-    seed: int | None = None
-    trials: int | None = 40  # distinct configurations; None: all of them
-    timeout_s: float | None = None
-    target_value: float | None = None  # stop once the best objective is at or below it
-
-
-@dataclass
-class StudyOutcome:
-    plan: StudyPlan
-    copy_ms: float
-    space_size: int
-    rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # config key -> row
-    measured: list[tuple[str, float]] = field(default_factory=list)  # (key, value), in order
-    answered: int = 0
-    invalid: int = 0
-    yielded: int = 0
-    missing: int = 0
-    failures: dict[str, int] = field(default_factory=dict)  # status -> count
-    trials: int = 0  # Optuna trials this process asked for
-    reaped: int = 0  # trials of dead workers failed (and queued again) by this process
-    interrupted: bool = False
-
-    @property
-    def best_value(self) -> float:
-        values = [objective_value(r) for r in self.rows.values()]
-        return min(values, default=math.inf)
-
-
-def study_trial(trial: Trial) -> FrozenTrial:
-    return trial.study._storage.get_trial(trial._trial_id)
-
-
-ProgressHook = Callable[[int, int, float], None]  # (distinct done, goal, best value)
-
-
 class StudyLoop:
     """Runs one plan against a runner; `run()` returns what happened.
 
     The loop asks Optuna for one trial at a time (ask and tell, not `study.optimize`): the
-    trial is stamped with this worker and kept alive by a `TrialKeeper` while it runs, a stop
+    trial is stamped with this worker and kept alive (`tuner.liveness.kept_alive`) while it runs, a stop
     request (`stop`, Ctrl-C) is looked at between trials and inside every wait, and nothing
     but this module's code runs when it comes.
     """
@@ -149,9 +104,7 @@ class StudyLoop:
         self.sink = sink
         self.families = dict(FAMILIES if families is None else families)
         self.space = SearchSpace(plan.shape, plan.dtype, self.families)
-        self.known: dict[str, dict[str, Any]] = {
-            k: dict(v) for k, v in (known or {}).items() if k in self.space.keys
-        }
+        self.known = KnownRows(self.space, runner.identity, plan.gpu, plan.study_name, self.families, known)
         self.progress = progress
         self.stop = stop if stop is not None else StopFlag()
         self.watch = watch
@@ -175,10 +128,6 @@ class StudyLoop:
             load_if_exists=True,
         )
 
-    def sampler_space(self) -> dict[str, tuple[Any, ...]]:
-        """Every Optuna parameter of the space and the values it takes (the family included)."""
-        return {FAMILY_PARAM: self.space.family_names, **self.space.offered}
-
     def excluded(self) -> set[str]:
         """What a new trial must not take: configurations answered in the study, claimed by
         a running trial, or missing from the recording."""
@@ -186,20 +135,6 @@ class StudyLoop:
             return set(self.unavailable)
         snap = Snapshot.read(self._study_ref)
         return set(snap.done) | set(snap.claims()) | snap.missing | self.unavailable
-
-    def _enqueue(self, study: optuna.Study, configs: list[Config]) -> int:
-        """Queue configs (skipping those already queued or running). Returns how many."""
-        pending = {
-            json.dumps(t.system_attrs.get("fixed_params", t.params), sort_keys=True)
-            for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
-        }
-        queued = 0
-        for config in configs:
-            params = self.space.params_of(config)
-            if json.dumps(params, sort_keys=True) not in pending:
-                study.enqueue_trial(params)
-                queued += 1
-        return queued
 
     def goal(self) -> int:
         size = len(self.space)
@@ -226,13 +161,13 @@ class StudyLoop:
             self._study_ref = study
             snap = Snapshot.read(study)
             for key, trial in snap.done.items():
-                self._remember_study_answer(key, trial)
+                self.known.from_trial(key, trial)
             if self.space.configs and not self._finished(snap):
                 settled = snap.done.keys() | self.known.keys() | snap.missing
                 if plan.sampler == "grid":
                     self._prepare([c for c in self.space.configs if c.key not in settled])
-                fresh = BASELINE in self.space and BASELINE.key not in settled
-                queued = self._enqueue(study, [BASELINE] if fresh else [])
+                first = [c for c in (*plan.warm_start, BASELINE) if c in self.space and c.key not in settled]
+                queued = enqueue(study, self.space, first)
                 limit = queued + ASKS_PER_CONFIG * max(self.goal() - len(snap.done), 1)
                 self._trials(study, copy_ms, outcome, limit)
         for key, row in self.known.items():
@@ -280,19 +215,12 @@ class StudyLoop:
             self._report(snap, goal)
             if self._finished(snap):
                 return
-            if not snap.waiting:
-                claimed = snap.claims()
-                settled = snap.done.keys() | snap.missing | self.unavailable
-                free = self.space.keys - settled - claimed.keys()
-                taken = len(settled | claimed.keys()) + sum(
-                    1 for t in snap.running if ATTR_KEY not in t.user_attrs
-                )
-                if not free or taken >= goal:
-                    if not snap.running:
-                        return  # nothing left to measure, nothing in flight
-                    # what is left is in other workers' hands: wait for their trials to settle
-                    self.stop.sleep(WAIT_S)
-                    continue
+            if not snap.waiting and snap.all_taken(self.space.keys, self.unavailable, goal):
+                if not snap.running:
+                    return  # nothing left to measure, nothing in flight
+                # what is left is in other workers' hands: wait for their trials to settle
+                self.stop.sleep(WAIT_S)
+                continue
             trial = study.ask()
             asked += 1
             outcome.trials += 1
@@ -304,8 +232,7 @@ class StudyLoop:
             self.progress(min(len(values), goal), goal, min(values.values(), default=math.inf))
 
     def _run_trial(self, study: optuna.Study, trial: Trial, copy_ms: float, outcome: StudyOutcome) -> None:
-        keeper = TrialKeeper(study._storage, trial._trial_id, self.heartbeat_s).start()
-        try:
+        with kept_alive(study._storage, trial._trial_id, trial.number, self.heartbeat_s):
             previous = trial.user_attrs.get(WORKER)  # a retried trial's: the worker taken for dead
             trial.set_user_attr(WORKER, self.me)
             try:
@@ -325,13 +252,6 @@ class StudyLoop:
                 raise
             else:
                 study.tell(trial, value)
-        except optuna.exceptions.UpdateFinishedTrialError:
-            # Another worker took this one for dead (no sign of life for the grace period) and
-            # failed the trial; its configuration was queued again. Whatever this trial measured
-            # is on disk already, and the retry answers from it.
-            log.warning("trial %d was failed by another worker meanwhile; going on", trial.number)
-        finally:
-            keeper.stop()
 
     # --- one trial --------------------------------------------------------------------
     def _objective(
@@ -343,7 +263,7 @@ class StudyLoop:
         previous: str | None = None,
     ) -> float:
         plan = self.plan
-        inherited = self._inherited(trial)
+        inherited = self.known.inherited(trial)
         if inherited is not None:
             return self._answer(trial, inherited, "study", outcome)
         if self.stop:
@@ -355,27 +275,18 @@ class StudyLoop:
             raise optuna.TrialPruned("no valid configuration has these parameters")
         key = config.key
         claim(trial, key)
-        goal = self.goal()
-        while True:
-            snap = Snapshot.read(study)
-            finished = snap.done.get(key)
-            if finished is not None:
-                return self._answer(trial, self._remember_study_answer(key, finished), "study", outcome)
-            if key in snap.claims(trial.number):
-                outcome.yielded += 1
-                mark(trial, Status.DUPLICATE)
-                raise optuna.TrialPruned(f"{key} is being measured by another trial")
-            settled, taken = snap.slots_before(trial.number)
-            settled += len(snap.missing - snap.done.keys())
-            if settled >= goal:
-                mark(trial, OVER_BUDGET)
-                raise optuna.TrialPruned(f"the study holds its {goal} configurations")
-            if taken < goal:
-                break
-            # the running trials before this one may take the last places: wait for them
+
+        def wait(snap: Snapshot) -> bool:  # the running trials before this one may take the last places
             self._reap(study, snap)
-            if self.stop.sleep(WAIT_S):
-                raise TrialInterrupted
+            return self.stop.sleep(WAIT_S)
+
+        try:
+            finished = admit(study, trial, key, self.goal(), wait)
+        except Yielded:
+            outcome.yielded += 1
+            raise
+        if finished is not None:
+            return self._answer(trial, self.known.from_trial(key, finished), "study", outcome)
         row = self.known.get(key)
         if row is None and self.watch is not None:
             row = self.watch.answer(key)  # any worker's rows, read right before measuring
@@ -423,15 +334,6 @@ class StudyLoop:
         record(trial, row)  # then in the study, then told
         return value
 
-    def _inherited(self, trial: Trial) -> dict[str, Any] | None:
-        """A dead worker's trial queued again carries what it recorded, if it got that far
-        (its row was written first): the answer, without measuring it a second time."""
-        attrs = trial.user_attrs
-        key = attrs.get(ATTR_KEY)
-        if key not in self.space.keys or ATTR_TIME not in attrs or attrs.get(ATTR_STATUS) in NOTHING_MEASURED:
-            return None
-        return self._remember_study_answer(key, study_trial(trial))
-
     def _measure(self, config: Config) -> Measurement:
         return guarded(self.runner.measure, self.plan.shape, self.plan.dtype, config)
 
@@ -440,26 +342,3 @@ class StudyLoop:
         trial.set_user_attr(ATTR_SOURCE, source)
         record(trial, row)
         return objective_value(row)
-
-    def _remember_study_answer(self, key: str, trial: FrozenTrial) -> dict[str, Any]:
-        """A row for a configuration another trial measured (for answers and the report;
-        it is not written: the worker that measured it wrote it)."""
-        if key in self.known:
-            return self.known[key]
-        config = self.space.config_of(trial.params)
-        if config is None or config.key != key:
-            config = next(c for c in self.space.configs if c.key == key)
-        measurement, copy_ms = recorded(trial)
-        info = StudyInfo(gpu=self.plan.gpu, run_id="", study=self.plan.study_name, trial=trial.number)
-        row = trial_row(
-            self.runner.identity,
-            self.plan.shape,
-            self.plan.dtype,
-            config,
-            measurement,
-            copy_ms,
-            info,
-            self.families,
-        )
-        self.known[key] = row
-        return row

@@ -76,7 +76,8 @@ def test_a_study_over_planted_faults_records_each_and_completes(tmp_path) -> Non
     from results.store import load_results
     from tuner.gpu.runner import GpuRunner
     from tuner.rows import ResultsSink
-    from tuner.study import StudyLoop, StudyPlan
+    from tuner.study import StudyLoop
+    from tuner.study_plan import StudyPlan
 
     families = {"naive": FAMILIES["naive"], "faulty": FAULTY}
     plan = StudyPlan(

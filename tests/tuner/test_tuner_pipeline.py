@@ -9,10 +9,11 @@ import tuner_fakes as F
 
 from results.store import load_results, write_table
 from tuner.bench import BenchRunner
-from tuner.pipeline import TuneError, TuneRequest, default_study_name, run_plans, study_plans, tune
+from tuner.pipeline import TuneError, TuneRequest, run_plans, study_plans, tune
 from tuner.rows import ResultsSink
 from tuner.storage import make_storage
-from tuner.study import StudyLoop, StudyPlan
+from tuner.study import StudyLoop
+from tuner.study_plan import StudyPlan, default_study_name
 from variants import BASELINE, DTYPES, Shape
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -57,14 +58,15 @@ def test_tune_replays_a_recording_and_writes_only_where_asked(recording: Path, t
 def test_tune_measures_with_the_runner_given_and_closes_it(tmp_path: Path) -> None:
     runner = F.RecordingRunner()
     shapes = (F.SMALL, Shape.parse("B=2,T=128,NH=8,NH_KV=2,HD=64"))
-    result = tune(request(shapes=shapes, dtypes=("bf16", "fp16"), trials=3, results_dir=tmp_path), runner)
+    asked = request(shapes=shapes, dtypes=("bf16", "fp16"), trials=3, results_dir=tmp_path, warm_start=0)
+    result = tune(asked, runner)
     assert runner.closed and result.gpu == "h200"  # the label of the device's name
     assert [(o.plan.shape, o.plan.dtype.name) for o in result.outcomes] == [
         (s, d) for s in shapes for d in ("bf16", "fp16")
     ]
     frame, _ = load_results(tmp_path)
     assert len(frame) == result.rows == 12 and (tmp_path / "optuna.db").exists() is False  # storage: memory
-    assert runner.calls[0][2] == BASELINE
+    assert runner.calls[0][2] == BASELINE  # no warm start: the baseline first
 
 
 def test_an_interrupted_tune_says_so_keeps_its_rows_and_resumes(tmp_path: Path) -> None:

@@ -17,9 +17,11 @@ from tuner.claims import ATTR_KEY, ATTR_STATUS, Snapshot, claim, record
 from tuner.liveness import WORKER, worker_id
 from tuner.rows import ResultsSink
 from tuner.runner import Measurement
+from tuner.space import FAMILY_PARAM
 from tuner.storage import make_storage
 from tuner.store_watch import StoreWatch
-from tuner.study import StudyLoop, StudyPlan
+from tuner.study import StudyLoop
+from tuner.study_plan import StudyPlan
 from variants import BASELINE, DTYPES, FAMILIES, Config
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -243,7 +245,8 @@ def test_a_retry_whose_worker_still_lives_here_is_not_measured_a_second_time() -
         loop = StudyLoop(plan(trials=3), F.synthetic_runner(), storage)
         params = loop.space.params_of(BASELINE)
         distributions = {
-            k: optuna.distributions.CategoricalDistribution(v) for k, v in loop.sampler_space().items()
+            k: optuna.distributions.CategoricalDistribution(v)
+            for k, v in {FAMILY_PARAM: loop.space.family_names, **loop.space.offered}.items()
         }
         study.add_trial(
             optuna.trial.create_trial(

@@ -1,0 +1,79 @@
+"""A new shape's study starts from what the store knows: the winners and runners-up of the
+nearest tuned shapes of the same GPU (the serving rule's order, `results.selection`), queued
+first with Optuna's `enqueue_trial`; the sampler goes on from there.
+
+The group being tuned is left out (its own rows answer without measuring anyway);
+`replay-eval --warm-start` leaves out every dtype of the held-out shape, so the figures it
+reports are those of a shape the store never saw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Collection, Iterable
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from results.index import GroupKey, StoreIndex, build_index, shape_tuple
+from results.selection import nearest_choices
+from tuner.space import SearchSpace
+from tuner.study_plan import StudyPlan
+from variants import Config, DType, Shape
+
+WARM_START_SIZE = 4  # configurations queued ahead of the sampler
+WARM_START_PER_SHAPE = 2  # at most this many from one tuned shape
+
+
+def warm_start_configs(
+    index: StoreIndex,
+    gpu: str,
+    shape: Shape,
+    dtype: DType,
+    size: int = WARM_START_SIZE,
+    per_shape: int = WARM_START_PER_SHAPE,
+    exclude: Collection[GroupKey] = (),
+) -> list[Config]:
+    """The configurations to queue first for (gpu, shape, dtype), valid there, distinct."""
+    if size <= 0:
+        return []
+    held_out = {*exclude, (gpu, shape_tuple(shape), dtype.name)}
+    choices = nearest_choices(index.groups_of(gpu), shape, dtype, size, per_shape, held_out)
+    return [c.candidate.config for c in choices]
+
+
+def shape_held_out(index: StoreIndex, gpu: str, shape: Shape) -> set[GroupKey]:
+    """Every tuned group of `shape` on `gpu`, whatever its dtype."""
+    return {g.key for g in index.groups_of(gpu) if g.shape == shape}
+
+
+def enqueue(study: optuna.Study, space: SearchSpace, configs: Iterable[Config]) -> int:
+    """Queue configs in order, skipping those already queued or running. Returns how many."""
+    pending = {
+        json.dumps(t.system_attrs.get("fixed_params", t.params), sort_keys=True)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
+    }
+    queued = 0
+    for config in configs:
+        params = space.params_of(config)
+        if json.dumps(params, sort_keys=True) not in pending:
+            study.enqueue_trial(params)
+            pending.add(json.dumps(params, sort_keys=True))
+            queued += 1
+    return queued
+
+
+def with_warm_start(plan: StudyPlan, frames: Iterable[pd.DataFrame | None], size: int) -> StudyPlan:
+    """`plan` with the warm start that the rows of `frames` give it."""
+    found = [f for f in frames if f is not None and not f.empty]
+    index = index_of(pd.concat(found, ignore_index=True) if found else None)
+    if index is None or size <= 0:
+        return plan
+    configs = warm_start_configs(index, plan.gpu, plan.shape, plan.dtype, size)
+    return dataclasses.replace(plan, warm_start=tuple(configs))
+
+
+def index_of(frame: pd.DataFrame | None) -> StoreIndex | None:
+    return None if frame is None or frame.empty else build_index(frame)
