@@ -3,7 +3,8 @@
 Lists: a flag that takes several values takes them repeated or as a comma list, or both
 (`--dtype bf16,fp16 --dtype fp32`). A `--shape` value holds one shape or several in a row
 (`B=8,T=1024,NH=32,NH_KV=8,HD=128,B=1,T=256,NH=14,NH_KV=2,HD=64`): a name met again after
-all five names starts the next shape, one met again before that is a mistake.
+all five names starts the next shape, one met again before that is a mistake. `tune` adds the
+shapes of `--model` x `--batch` x `--seq` (`parse_shapes`).
 
 Numbers and paths are checked where argparse reads them (the `type=` functions below), so a
 bad one is a usage error naming the flag, never a traceback or a run that measures nothing.
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from tuner.presets import DEFAULT_BATCH, DEFAULT_SEQ, DEFAULT_SHAPES, UnknownModel, model_shapes
 from variants import DTYPES, InvalidShape, Shape
 
 SEED_MAX = 2**32 - 1  # NumPy's generators, which Optuna's samplers seed, take 0 .. 2^32-1
@@ -72,6 +75,33 @@ def parse_shape_values(values: Iterable[str] | None) -> list[Shape]:
     except InvalidShape as exc:
         raise UsageError(f"--shape: {exc}") from None
     return list(dict.fromkeys(shapes))
+
+
+def _ints(values: list[str] | None, flag: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in csv_values(values))
+    except ValueError:
+        raise UsageError(f"{flag} takes whole numbers, e.g. {flag} 1,8") from None
+
+
+def parse_shapes(args: argparse.Namespace) -> list[Shape]:
+    """--shape ... and --model ... x --batch x --seq; the default set without either."""
+    try:
+        shapes = parse_shape_values(args.shape)
+        batches = _ints(args.batch, "--batch") or DEFAULT_BATCH
+        seqs = _ints(args.seq, "--seq") or DEFAULT_SEQ
+        models = csv_values(args.model)
+        if (args.batch or args.seq) and not models:
+            raise UsageError("--batch and --seq go with --model NAME (or give --shape B=..,T=..,...)")
+        shapes += [s for s in model_shapes(models, batches, seqs) if s not in shapes]
+    except (InvalidShape, UnknownModel) as exc:
+        raise UsageError(str(exc)) from None
+    return shapes or list(DEFAULT_SHAPES)
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars on standard error: unless --no-progress, and only on a terminal."""
+    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
 
 
 ARCH = re.compile(r"(sm|compute)_\d{2,3}[af]?")

@@ -12,9 +12,10 @@ them offline, show the winners, or measure how fast the samplers find the optimu
     python -m tuner --devices all                     # a worker per GPU of this host, one study
     python -m tuner merge host-a/ host-b/ -o merged/  # several results directories in one
 
-This module parses, dispatches (COMMANDS) and renders; tuning is `tuner.pipeline.tune`.
-Usage errors print one line that says what to do and return 2. Nothing here imports CuPy
-until a GPU is actually asked for.
+This module dispatches (COMMANDS) and renders. The flags live in `tuner.parser`, the reading
+of their values in `tuner.arguments`, tuning in `tuner.pipeline.tune`. Usage errors print one
+line that says what to do and return 2. Nothing here imports CuPy until a GPU is actually
+asked for.
 """
 
 from __future__ import annotations
@@ -27,256 +28,25 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from results.schema import SHAPE_COLUMNS
-from results.store import load_results, read_dirs, user_results_dir
+from results.store import load_results, read_dirs
 from tuner.arguments import (
     UsageError,
-    directory,
-    nonempty,
-    nonnegative_fraction,
-    nonnegative_int,
+    csv_values,
     parse_dtypes,
     parse_shape_values,
-    positive_int,
-    positive_number,
-    positive_seconds,
-    seed,
-    time_limit,
+    parse_shapes,
+    show_progress,
 )
-from tuner.arguments import csv_values as _csv
 from tuner.interrupt import EXIT_INTERRUPTED
-from tuner.presets import (
-    DEFAULT_BATCH,
-    DEFAULT_SEQ,
-    DEFAULT_SHAPES,
-    DEFAULT_TRIALS,
-    MODELS,
-    UnknownModel,
-    model_shapes,
-)
+from tuner.parser import DEFAULT_RESULTS, LLMC_SHAPE, build_parser, tune_request, with_default_command
 from tuner.runner import Runner
-from tuner.samplers import SAMPLERS, UnavailableSampler, make_sampler
-from tuner.study import HEARTBEAT_S
-from variants import InvalidShape, Shape
+from tuner.samplers import UnavailableSampler, make_sampler
+from variants import Shape
 
 if TYPE_CHECKING:
-    from tuner.pipeline import TuneRequest, TuneResult
-
-DEFAULT_RESULTS = user_results_dir()
-LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
-BEST_FORMATS = ("table", "json", "csv")
+    from tuner.pipeline import TuneResult
 
 
-def _ints(values: list[str] | None, flag: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in _csv(values))
-    except ValueError:
-        raise UsageError(f"{flag} takes whole numbers, e.g. {flag} 1,8") from None
-
-
-def parse_shapes(args: argparse.Namespace) -> list[Shape]:
-    """--shape ... and --model ... x --batch x --seq; the default set without either."""
-    try:
-        shapes = parse_shape_values(args.shape)
-        batches = _ints(args.batch, "--batch") or DEFAULT_BATCH
-        seqs = _ints(args.seq, "--seq") or DEFAULT_SEQ
-        models = _csv(args.model)
-        if (args.batch or args.seq) and not models:
-            raise UsageError("--batch and --seq go with --model NAME (or give --shape B=..,T=..,...)")
-        shapes += [s for s in model_shapes(models, batches, seqs) if s not in shapes]
-    except (InvalidShape, UnknownModel) as exc:
-        raise UsageError(str(exc)) from None
-    return shapes or list(DEFAULT_SHAPES)
-
-
-def show_progress(args: argparse.Namespace) -> bool:
-    """Progress bars on standard error: unless --no-progress, and only on a terminal."""
-    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
-
-
-# --- parser -----------------------------------------------------------------------------
-def _add_tune(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "tune",
-        help="search the variants on this GPU (the default subcommand)",
-        description="Search the kernel variants with Optuna; write every trial to parquet.",
-    )
-    g = p.add_argument_group("device")
-    g.add_argument("--gpu", help="label to file results under (default: from the device name, e.g. h200)")
-    g.add_argument(
-        "--force-gpu-label", action="store_true", help="accept a --gpu label that does not match the device"
-    )
-    g.add_argument("--device", type=nonnegative_int, default=0, help="CUDA device index (default 0)")
-    g.add_argument(
-        "--devices",
-        metavar="all|0,1,..",
-        help="one measuring process per GPU (all of this host's, or these), sharing each study",
-    )
-    g.add_argument(
-        "--trial-timeout",
-        type=positive_seconds,
-        default=10.0,
-        help="seconds before a hung kernel's worker is killed",
-    )
-    g.add_argument(
-        "--replay", type=directory, metavar="DIR", help="answer trials from recorded parquet (no GPU)"
-    )
-    g.add_argument(
-        "--replay-delay",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="with --replay: answer each trial after S seconds, as a GPU would take",
-    )
-    s = p.add_argument_group("shapes")
-    s.add_argument("--shape", action="append", metavar="B=..,T=..,NH=..,NH_KV=..,HD=..", help="repeatable")
-    s.add_argument(
-        "--model", action="append", metavar="NAME", help=f"repeatable or comma list: {', '.join(MODELS)}"
-    )
-    s.add_argument("--batch", action="append", metavar="B,..", help="batch sizes for --model (default 8)")
-    s.add_argument(
-        "--seq", action="append", metavar="T,..", help="sequence lengths for --model (default 1024)"
-    )
-    s.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help="default: all three")
-    o = p.add_argument_group("search")
-    o.add_argument(
-        "--trials",
-        type=positive_int,
-        default=DEFAULT_TRIALS,
-        help=f"configurations per shape and dtype (default {DEFAULT_TRIALS}; grid: all)",
-    )
-    o.add_argument("--timeout", type=time_limit, help="seconds per shape and dtype (default: no limit)")
-    o.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
-    o.add_argument("--seed", type=seed, help="sampler seed (default: a fresh one, recorded in every row)")
-    o.add_argument(
-        "--storage",
-        type=nonempty,
-        help="Optuna storage: journal:FILE (default <results>/optuna.journal; the processes of one host), "
-        "postgresql://... (several hosts), sqlite:///FILE (one process), or memory",
-    )
-    o.add_argument(
-        "--heartbeat",
-        type=float,
-        default=HEARTBEAT_S,
-        metavar="S",
-        help=f"seconds between a running trial's signs of life; a worker silent for 4 is taken for dead "
-        f"and its configuration measured by another (default {HEARTBEAT_S:g})",
-    )
-    o.add_argument("--study", help="study name prefix (default: repkv-<kernel hash>/<gpu>/<shape>/<dtype>)")
-    r = p.add_argument_group("results")
-    r.add_argument(
-        "--results",
-        type=directory,
-        help=(
-            f"results directory (default: $REPKV_RESULTS_DIR or the user data dir, now {DEFAULT_RESULTS}; "
-            "with --replay: none)"
-        ),
-    )
-    r.add_argument("--no-progress", action="store_true", help="no progress bars")
-    r.add_argument(
-        "--no-bundled",
-        dest="bundled",
-        action="store_false",
-        help="measure what the results bundled with the package hold too (by default they answer)",
-    )
-
-
-def _add_variants(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("variants", help="list the kernel families, their parameters and valid configurations")
-    p.add_argument(
-        "--shape", action="append", metavar="B=..,T=..,NH=..,NH_KV=..,HD=..", help=f"default {LLMC_SHAPE}"
-    )
-    p.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help="default: all three")
-
-
-def _add_check(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="compile every valid configuration offline with NVRTC (no GPU needed)")
-    try:
-        from tuner.check import add_check_arguments
-    except ImportError:
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        return
-    add_check_arguments(p)
-
-
-def _add_best(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("best", help="print the winners table of a results directory")
-    p.add_argument("--results", type=directory, help=f"default {DEFAULT_RESULTS} and the bundled results")
-    p.add_argument("--gpu", help="only this GPU label")
-    p.add_argument("--format", choices=BEST_FORMATS, default="table", help="table (default), json or csv")
-
-
-def _add_export(sub: argparse._SubParsersAction) -> None:
-    from tuner.export_cli import add_export_arguments
-
-    p = sub.add_parser("export", help="write one GPU's winners as a CUDA header for llm.c, or as JSON")
-    add_export_arguments(p, DEFAULT_RESULTS)
-
-
-def _add_merge(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "merge", help="copy the trial rows of several results directories into one, each row once"
-    )
-    p.add_argument("sources", nargs="+", type=directory, metavar="DIR", help="results directories to read")
-    p.add_argument(
-        "-o", "--output", type=directory, required=True, metavar="DIR", help="the directory to write"
-    )
-
-
-def _add_replay_eval(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "replay-eval",
-        help="trials each sampler needs to come within 2%% of the optimum, on exhaustive recordings",
-    )
-    p.add_argument("recording", type=directory, help="results directory holding exhaustive (grid) trials")
-    p.add_argument("--gpu", help="GPU label (default: the recording's only one)")
-    p.add_argument("--samplers", default="tpe,random", help="comma list (default tpe,random)")
-    p.add_argument("--seeds", type=positive_int, default=20, help="seeds per shape and dtype (default 20)")
-    p.add_argument(
-        "--tolerance", type=nonnegative_fraction, default=0.02, help="distance to the optimum (default 0.02)"
-    )
-    p.add_argument(
-        "--max-trials", type=positive_int, default=200, help="give up after this many (default 200)"
-    )
-    p.add_argument("--jobs", type=positive_int, default=1, help="processes (default 1)")
-    p.add_argument(
-        "--target", type=positive_number, default=25, help="trials the first sampler must stay within (25)"
-    )
-    p.add_argument("--check", action="store_true", help="exit 1 if the first sampler misses --target")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-class _Parser(argparse.ArgumentParser):
-    """Reports a usage error as one line (UsageError) instead of exiting."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{message} (see {self.prog} --help)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="python -m tuner",
-        description="Autotune the repkv backward kernel. Without a subcommand: tune.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
-    _add_tune(sub)
-    _add_variants(sub)
-    _add_check(sub)
-    _add_best(sub)
-    _add_export(sub)
-    _add_replay_eval(sub)
-    _add_merge(sub)
-    return parser
-
-
-def _with_default_command(argv: list[str]) -> list[str]:
-    if not argv:
-        return ["tune"]
-    if argv[0] in COMMANDS or argv[0] in ("-h", "--help"):
-        return argv
-    return ["tune", *argv]
-
-
-# --- commands -----------------------------------------------------------------------------
 def cmd_variants(args: argparse.Namespace) -> int:
     shapes = parse_shape_values(args.shape or [LLMC_SHAPE])
     from tuner.report import render_variants
@@ -327,7 +97,7 @@ def cmd_replay_eval(args: argparse.Namespace) -> int:
     from tuner import replay_eval
     from tuner.replay import NoRecording
 
-    samplers = _csv([args.samplers])
+    samplers = csv_values([args.samplers])
     for name in samplers:
         try:
             make_sampler(name, 0)
@@ -362,31 +132,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from tuner.merge import run_merge
 
     return run_merge(list(args.sources), args.output)
-
-
-def tune_request(args: argparse.Namespace) -> TuneRequest:
-    from tuner.pipeline import TuneRequest
-
-    return TuneRequest(
-        shapes=tuple(parse_shapes(args)),
-        dtypes=tuple(parse_dtypes(args.dtype)),
-        gpu=args.gpu,
-        force_gpu_label=args.force_gpu_label,
-        sampler=args.sampler,
-        seed=args.seed,
-        trials=args.trials,
-        timeout_s=args.timeout,
-        study=args.study,
-        storage=args.storage,
-        results_dir=args.results,
-        replay_dir=args.replay,
-        device=args.device,
-        trial_timeout_s=args.trial_timeout,
-        progress=show_progress(args),
-        replay_delay_s=args.replay_delay,
-        heartbeat_s=args.heartbeat,
-        bundled=args.bundled,
-    )
 
 
 def cmd_fleet(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -474,7 +219,7 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner | None = None) -> 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(_with_default_command(argv))
+        args = parser.parse_args(with_default_command(argv))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -129,8 +129,8 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 def test_no_package_imports_cupy() -> None:
     modules = ["variants", "results", "results.store", "results.best", "tuner", "tuner.cli", "tuner.study"]
-    modules += ["tuner.replay", "tuner.replay_eval", "tuner.report", "tuner.storage", "tuner.check"]
-    modules += ["tuner.gpu", "tuner.gpu.runner", "tuner.gpu.worker", "tuner.gpu.torch_op"]
+    modules += ["tuner.parser", "tuner.replay", "tuner.replay_eval", "tuner.report", "tuner.storage"]
+    modules += ["tuner.check", "tuner.gpu", "tuner.gpu.runner", "tuner.gpu.worker", "tuner.gpu.torch_op"]
     modules += ["tuner.gpu.torch_peers", "tuner.gpu.triton_peer"]
     if (ROOT / "service" / "__init__.py").exists():
         modules.append("service")
@@ -139,7 +139,7 @@ def test_no_package_imports_cupy() -> None:
         f"for m in {modules!r}:\n"
         "    try:\n        importlib.import_module(m)\n"
         "    except ImportError as e:\n        print('skip', m, e)\n"
-        "from tuner.cli import build_parser; build_parser()\n"
+        "from tuner.parser import build_parser; build_parser()\n"
         "assert 'cupy' not in sys.modules, 'cupy imported'\nprint('ok')\n"
     )
     proc = _run(code)
@@ -350,9 +350,17 @@ def test_an_empty_directory_argument_is_refused_everywhere(capsys) -> None:
         assert "not an empty string" in _refused(argv, capsys)
 
 
+def test_every_subcommand_of_the_parser_has_a_command() -> None:
+    from tuner.cli import COMMANDS
+    from tuner.parser import SUBCOMMANDS
+
+    assert list(COMMANDS) == list(SUBCOMMANDS)
+
+
 # --- lists: repeats and comma lists everywhere ----------------------------------------------
 def test_shapes_take_repeats_and_lists_of_several_in_one_value(capsys) -> None:
-    from tuner.cli import build_parser, parse_shapes
+    from tuner.arguments import parse_shapes
+    from tuner.parser import build_parser
 
     seed = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
     args = build_parser().parse_args(["tune", "--shape", f"{SMALL},{seed}", "--shape", SMALL])
@@ -424,7 +432,7 @@ def test_check_refuses_a_bad_list_in_one_line(fake_nvrtc, capsys, argv: list[str
 def test_progress_only_on_a_terminal_and_not_with_no_progress(monkeypatch) -> None:
     import argparse
 
-    from tuner.cli import show_progress
+    from tuner.arguments import show_progress
 
     monkeypatch.setattr(sys, "stderr", type("Tty", (), {"isatty": lambda self: True})())
     assert show_progress(argparse.Namespace(no_progress=False))
