@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,9 @@ from results.best import baseline_rows, ok_rows
 from results.schema import GROUP_COLUMNS, Status
 from results.store import LoadReport
 from variants import Config, DType, Family, Shape
+
+if TYPE_CHECKING:
+    from results.leave_one_out import RuleQuality
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +131,8 @@ class StoreIndex:
     table: pa.Table | None = field(default=None, repr=False)
     # configurations already chosen over this index (owned by results.selection)
     choices: BoundedCache = field(default_factory=lambda: BoundedCache(CHOICE_CACHE_SIZE), repr=False)
+    # per GPU with results, the leave-one-out figures per tier (owned by results.leave_one_out)
+    rule_quality: dict[str, RuleQuality] = field(default_factory=dict, repr=False)
 
     def groups_of(self, gpu: str) -> tuple[TunedGroup, ...]:
         return self.by_gpu.get(gpu, ())

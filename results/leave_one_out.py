@@ -1,14 +1,18 @@
 """How good are nearest-shape answers? Leave each tuned shape out, answer it from the others,
 and compare the served configuration's recorded time there with the real optimum there.
 
-Pure functions of the trial rows: no I/O, no server.
+`rule_quality` sums that up per GPU and tier (the tier the left-out shape was answered
+from), which GET /best shows beside every nearest answer. Pure functions of the trial rows
+(and a cache on the index): no I/O, no server.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from results.index import StoreIndex, build_index
@@ -93,3 +97,97 @@ def summarize(table: pd.DataFrame) -> Summary:
         worst_slowdown=float(measured.max()) if len(measured) else math.nan,
         within_5_percent=int((measured <= 1.05).sum()),
     )
+
+
+TIERS = (0, 1, 2)  # results.selection's: same dtype and layout, same dtype, another dtype
+RULE_PERCENTILE = 90
+
+
+@dataclass(frozen=True)
+class TierQuality:
+    """Leave-one-out at one tier of one GPU: the tuned (shape, dtype) groups that, left out,
+    were answered from this tier, and the slow-down of what they were served."""
+
+    tier: int
+    held_out: int  # groups answered from this tier
+    judged: int  # of those, the ones that measured the served configuration themselves
+    median_slowdown: float | None  # served time / the group's own best, over judged groups
+    p90_slowdown: float | None  # 90th percentile (linear between order statistics)
+    worst_slowdown: float | None
+    reason: str | None  # why the slow-downs are None (no group judged at this tier)
+
+    @property
+    def not_judged(self) -> int:
+        """Groups served a configuration they never measured: no slow-down is known."""
+        return self.held_out - self.judged
+
+
+@dataclass(frozen=True)
+class RuleQuality:
+    """The leave-one-out evaluation of one GPU's results, per tier."""
+
+    gpu: str
+    tuned: int  # tuned (shape, dtype) groups
+    unanswered: int  # groups that none of the others could serve
+    tiers: tuple[TierQuality, ...]  # one per tier of TIERS, in order
+
+    def at(self, tier: int) -> TierQuality:
+        return self.tiers[TIERS.index(tier)]
+
+
+def no_figures_reason(gpu: str, tier: int, held_out: int, tuned: int) -> str:
+    """Why a tier of a GPU has no slow-down figures."""
+    if tuned == 0:
+        return f"{gpu} has no tuned (shape, dtype)"
+    if tuned == 1:
+        return f"{gpu} has one tuned (shape, dtype): left out, nothing remains to answer it"
+    if held_out == 0:
+        return f"none of the {tuned} tuned (shape, dtype) of {gpu}, left out, was answered from tier {tier}"
+    return (
+        f"the {held_out} tuned (shape, dtype) of {gpu} answered from tier {tier} when left out "
+        "never measured the configuration served to them"
+    )
+
+
+def tier_quality(gpu: str, gpu_table: pd.DataFrame, tier: int) -> TierQuality:
+    """Tier `tier`'s figures from the leave-one-out rows of one GPU."""
+    rows = gpu_table[(gpu_table["served_config"].notna()) & (gpu_table["tier"] == tier)]
+    slowdowns = rows["slowdown"].dropna().to_numpy(dtype=float)
+    if len(slowdowns) == 0:
+        reason = no_figures_reason(gpu, tier, len(rows), len(gpu_table))
+        return TierQuality(tier, len(rows), 0, None, None, None, reason)
+    return TierQuality(
+        tier=tier,
+        held_out=len(rows),
+        judged=len(slowdowns),
+        median_slowdown=float(np.median(slowdowns)),
+        p90_slowdown=float(np.percentile(slowdowns, RULE_PERCENTILE)),
+        worst_slowdown=float(slowdowns.max()),
+        reason=None,
+    )
+
+
+def rule_quality_of(table: pd.DataFrame, gpu: str) -> RuleQuality:
+    """One GPU's figures per tier from a `leave_one_out` table (of that GPU or of several)."""
+    gpu_table = table[table["gpu"] == gpu]
+    return RuleQuality(
+        gpu=gpu,
+        tuned=len(gpu_table),
+        unanswered=int(gpu_table["served_config"].isna().sum()),
+        tiers=tuple(tier_quality(gpu, gpu_table, tier) for tier in TIERS),
+    )
+
+
+def rule_quality_by_gpu(index: StoreIndex) -> Mapping[str, RuleQuality]:
+    """Every GPU's figures per tier. Computed for the whole index on first use and cached on
+    it (an index never changes; the live store computes them as it loads)."""
+    if not index.rule_quality and index.by_gpu:
+        table = leave_one_out(index)
+        index.rule_quality.update({gpu: rule_quality_of(table, gpu) for gpu in index.by_gpu})
+    return index.rule_quality
+
+
+def rule_quality(index: StoreIndex, gpu: str) -> RuleQuality:
+    """How the nearest-shape rule has done on `gpu`'s own results, per tier."""
+    found = rule_quality_by_gpu(index).get(gpu)
+    return found if found is not None else rule_quality_of(pd.DataFrame(columns=COLUMNS), gpu)

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from results.index import StoreIndex, build_index
+from results.leave_one_out import rule_quality_by_gpu
 from results.store import FileRows, LoadReport, concat_tables, load_file, results_files_of
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,7 @@ class ResultsStore:
             table = concat_tables(tables)
             frame = table.to_pandas()
             index = build_index(frame, report, table=table)
+            rule_quality_by_gpu(index)  # here, off the request path
             generation = 1 if self._state is None else self._state.generation + 1
             gc.unfreeze()
             self._state = LoadState(index, signature, generation, self.clock() - started)

@@ -111,3 +111,28 @@ def write_unchecked(rows: list[dict[str, Any]], directory, name: str):
     path = directory / f"{name}.parquet"
     pq.write_table(pa.Table.from_pandas(frame, schema=loose, preserve_index=False), path)
     return path
+
+
+def rule_quality_rows() -> list[dict[str, Any]]:
+    """GPU "g", where leave-one-out's figures are known by hand (distances from
+    results.selection: B=1 and B=2 are 2 apart, B=2 and B=8 4, B=1 and B=8 6):
+
+    tier 0, bf16 at NH=32 NH_KV=8 HD=128: B=1 is served B=2's winner split (1.2 / 1.0),
+      B=2 is served B=1's winner vec (2.5 / 2.0), B=8 is served B=2's split (4.4 / 4.0);
+    tier 1, bf16 at HD=64: served B=8 HD=128's winner vec, never measured there;
+    tier 2, fp32: served B=8 bf16's winner vec (8.0 / 6.0).
+    GPU "solo" tuned one shape."""
+    layout64 = variants.Shape(8, 1024, 32, 8, 64)
+    b1, b2, b8 = (variants.Shape(b, 1024, 32, 8, 128) for b in (1, 2, 8))
+    return [
+        trial("g", b1, "bf16", "vec", VEC16, 1.0),
+        trial("g", b1, "bf16", "split", SPLIT16, 1.2),
+        trial("g", b2, "bf16", "split", SPLIT16, 2.0),
+        trial("g", b2, "bf16", "vec", VEC16, 2.5),
+        trial("g", b8, "bf16", "vec", VEC16, 4.0),
+        trial("g", b8, "bf16", "split", SPLIT16, 4.4),
+        trial("g", layout64, "bf16", "naive", NAIVE128, 3.0),
+        trial("g", b8, "fp32", "split", SPLIT16, 6.0),
+        trial("g", b8, "fp32", "vec", VEC16, 8.0),
+        trial("solo", b8, "bf16", "vec", VEC16, 4.0),
+    ]

@@ -56,6 +56,33 @@ class Measurement(BaseModel):
     run_id: str
 
 
+class TierQualityModel(BaseModel):
+    """Leave-one-out at one tier: each tuned (shape, dtype) of the GPU was left out and
+    answered from the others; these are the ones answered from this tier, and the slow-down
+    of the configuration they were served against their own measured best."""
+
+    tier: int
+    held_out: int = Field(description="tuned (shape, dtype) that, left out, were answered from this tier")
+    judged: int = Field(description="of those, the ones that measured the served configuration themselves")
+    not_judged: int = Field(
+        description="of those, the ones that never measured the served configuration (no slow-down known)"
+    )
+    median_slowdown: float | None = Field(
+        description="served time / the left-out shape's best time, median over the judged ones "
+        "(1.0: the served configuration was its best); null with `reason` when none was judged"
+    )
+    p90_slowdown: float | None = Field(description="90th percentile (linear between order statistics)")
+    worst_slowdown: float | None
+    reason: str | None = Field(description="why the slow-downs are null; null when they are given")
+
+
+class GpuRuleQuality(BaseModel):
+    gpu: str
+    tuned: int = Field(description="tuned (shape, dtype), each left out in turn")
+    unanswered: int = Field(description="of those, the ones that no other tuned shape could serve")
+    tiers: list[TierQualityModel] = Field(description="tiers 0, 1 and 2, in order")
+
+
 class BestAnswer(BaseModel):
     gpu: str
     measured_gpu: str = Field(
@@ -67,10 +94,20 @@ class BestAnswer(BaseModel):
     match: Literal["exact", "nearest"]
     tuned_shape: ShapeModel = Field(description="the tuned shape the configuration was measured at")
     tuned_dtype: str
+    tier: int = Field(
+        description="0: same dtype and head layout (NH, NH_KV, HD) as the tuned shape; 1: same "
+        "dtype, another layout; 2: another dtype (an exact match is tier 0)"
+    )
     distance: float = Field(description="0 for an exact match; see the service's README section")
     rank: int = Field(description="0 when the tuned shape's winner is served, n for its n-th runner-up")
     kernel: KernelRecipe
     measured: Measurement
+    rule_quality: TierQualityModel | None = Field(
+        None,
+        description="for a nearest answer, how nearest answers of its tier have done on the "
+        "results of `measured_gpu` (leave-one-out, within that GPU: nothing about answering one "
+        "GPU from another's results); null for an exact match",
+    )
 
 
 class BestResponse(BaseModel):

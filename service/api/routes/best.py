@@ -10,10 +10,18 @@ from fastapi.responses import Response
 
 import variants
 from results.index import CHOICE_CACHE_SIZE, BoundedCache, StoreIndex
+from results.leave_one_out import TierQuality, rule_quality
 from results.selection import Choice, select
 from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
 from service.api.errors import ERROR_RESPONSES, NotFound
-from service.api.models import BestAnswer, BestResponse, KernelRecipe, Measurement, ShapeModel
+from service.api.models import (
+    BestAnswer,
+    BestResponse,
+    KernelRecipe,
+    Measurement,
+    ShapeModel,
+    TierQualityModel,
+)
 from variants import DType, Shape
 
 router = APIRouter(tags=["best"])
@@ -26,7 +34,29 @@ def shape_model(shape: Shape) -> ShapeModel:
     return ShapeModel(B=shape.B, T=shape.T, NH=shape.NH, NH_KV=shape.NH_KV, HD=shape.HD)
 
 
-def answer(gpu: str, shape: Shape, dtype: DType, choice: Choice, include_source: bool) -> BestAnswer:
+def tier_quality_model(quality: TierQuality) -> TierQualityModel:
+    return TierQualityModel(
+        tier=quality.tier,
+        held_out=quality.held_out,
+        judged=quality.judged,
+        not_judged=quality.not_judged,
+        median_slowdown=quality.median_slowdown,
+        p90_slowdown=quality.p90_slowdown,
+        worst_slowdown=quality.worst_slowdown,
+        reason=quality.reason,
+    )
+
+
+def answer_quality(index: StoreIndex, choice: Choice) -> TierQualityModel | None:
+    """Leave-one-out at the answer's tier on the GPU that measured it; None when exact."""
+    if choice.match == "exact":
+        return None
+    return tier_quality_model(rule_quality(index, choice.group.gpu).at(choice.tier))
+
+
+def answer(
+    index: StoreIndex, gpu: str, shape: Shape, dtype: DType, choice: Choice, include_source: bool
+) -> BestAnswer:
     recipe, candidate, group = choice.recipe, choice.candidate, choice.group
     baseline = group.baseline_ms
     return BestAnswer(
@@ -37,6 +67,7 @@ def answer(gpu: str, shape: Shape, dtype: DType, choice: Choice, include_source:
         match=choice.match,
         tuned_shape=shape_model(group.shape),
         tuned_dtype=group.dtype.name,
+        tier=choice.tier,
         distance=choice.distance,
         rank=choice.rank,
         kernel=KernelRecipe(
@@ -67,6 +98,7 @@ def answer(gpu: str, shape: Shape, dtype: DType, choice: Choice, include_source:
             source_current=recipe.source_current,
             run_id=candidate.run_id,
         ),
+        rule_quality=answer_quality(index, choice),
     )
 
 
@@ -102,7 +134,9 @@ async def best(
     `answers` holds, with `gpu`, that GPU's answer alone (`answers[0]`); without, one answer
     per GPU that has results, in label order. `match` is "exact" when this shape and
     dtype were tuned on that GPU; otherwise "nearest" names the tuned shape the configuration
-    comes from and its distance. Measured figures are those of the tuned shape.
+    comes from, its tier and distance, and `rule_quality` how nearest answers of that tier did
+    when each tuned shape of the GPU was left out and answered from the others (see
+    `/rule-quality`). Measured figures are those of the tuned shape.
     """
     bodies = _BODIES.get(index)
     if bodies is None:
@@ -136,13 +170,13 @@ def best_answer(
                 f"no tuned configuration of GPU {gpu!r} can serve {shape} {dtype.name}",
                 tuned_names(index, gpu),
             )
-        answers = [answer(gpu, shape, dtype, choice, include_source)]
+        answers = [answer(index, gpu, shape, dtype, choice, include_source)]
         return BestResponse(shape=shape_model(shape), dtype=dtype.name, answers=answers)
     answers = []
     for label in index.available_gpus():
         choice = select(index, label, shape, dtype)
         if choice is not None:
-            answers.append(answer(label, shape, dtype, choice, include_source))
+            answers.append(answer(index, label, shape, dtype, choice, include_source))
     if not answers:
         if not index.groups:
             raise NotFound("no results are loaded: the results directory has no correct trials yet")

@@ -1,4 +1,5 @@
-"""GET /gpus and GET /shapes: what the results store holds."""
+"""GET /gpus, GET /shapes and GET /rule-quality: what the results store holds, and how well
+its nearest-shape answers have done."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from results.leave_one_out import rule_quality_by_gpu
 from service.api.deps import GpuQuery, IndexDep
 from service.api.errors import ERROR_RESPONSES, NotFound
-from service.api.models import GpuModel, TunedShapeModel
-from service.api.routes.best import shape_model
+from service.api.models import GpuModel, GpuRuleQuality, TunedShapeModel
+from service.api.routes.best import shape_model, tier_quality_model
 
 router = APIRouter(tags=["catalog"])
 
@@ -62,3 +64,29 @@ async def shapes(
             )
         )
     return found
+
+
+@router.get(
+    "/rule-quality",
+    response_model=list[GpuRuleQuality],
+    responses=ERROR_RESPONSES,
+    summary="How good nearest-shape answers have been",
+)
+async def rule_quality(index: IndexDep, gpu: GpuQuery = None) -> list[GpuRuleQuality]:
+    """Per GPU with results, leave-one-out per tier: each tuned (shape, dtype) is left out and
+    answered from the GPU's other tuned shapes by GET /best's rule; per tier answered from, how
+    many, how many measured the served configuration themselves, and its slow-down against
+    their own best (median, 90th percentile, worst). A nearest answer of /best carries its
+    tier's row as `rule_quality`."""
+    if gpu is not None and gpu not in index.by_gpu:
+        raise NotFound(f"no results for GPU {gpu!r}", index.available_gpus())
+    return [
+        GpuRuleQuality(
+            gpu=quality.gpu,
+            tuned=quality.tuned,
+            unanswered=quality.unanswered,
+            tiers=[tier_quality_model(tier) for tier in quality.tiers],
+        )
+        for label, quality in sorted(rule_quality_by_gpu(index).items())
+        if gpu is None or label == gpu
+    ]
