@@ -100,7 +100,7 @@ def cmd_replay_eval(args: argparse.Namespace) -> int:
     samplers = csv_values([args.samplers])
     for name in samplers:
         try:
-            make_sampler(name, 0)
+            make_sampler(name.removesuffix(replay_eval.WARM), 0)
         except UnavailableSampler as exc:
             raise UsageError(str(exc)) from None
     frame = replay_eval.load(args.recording)

@@ -29,6 +29,7 @@ from tuner.arguments import (
 )
 from tuner.presets import DEFAULT_TRIALS, MODELS
 from tuner.samplers import SAMPLERS
+from tuner.warm_start import WARM_START_SIZE
 from tuner.study import HEARTBEAT_S
 
 if TYPE_CHECKING:
@@ -91,6 +92,14 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
     )
     o.add_argument("--timeout", type=time_limit, help="seconds per shape and dtype (default: no limit)")
     o.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
+    o.add_argument(
+        "--warm-start",
+        type=nonnegative_int,
+        default=WARM_START_SIZE,
+        metavar="N",
+        help=f"measure first the N best configurations of the nearest tuned shapes of this GPU "
+        f"(default {WARM_START_SIZE}; 0: none)",
+    )
     o.add_argument("--seed", type=seed, help="sampler seed (default: a fresh one, recorded in every row)")
     o.add_argument(
         "--storage",
@@ -164,7 +173,12 @@ def _add_replay_eval(sub: argparse._SubParsersAction, name: str) -> None:
     )
     p.add_argument("recording", type=directory, help="results directory holding exhaustive (grid) trials")
     p.add_argument("--gpu", help="GPU label (default: the recording's only one)")
-    p.add_argument("--samplers", default="tpe,random", help="comma list (default tpe,random)")
+    p.add_argument(
+        "--samplers",
+        default=",".join(DEFAULT_SAMPLERS),
+        help=f"comma list; NAME+warm starts from the nearest recorded shapes, the evaluated one held out "
+        f"(default {','.join(DEFAULT_SAMPLERS)})",
+    )
     p.add_argument("--seeds", type=positive_int, default=20, help="seeds per shape and dtype (default 20)")
     p.add_argument(
         "--tolerance", type=nonnegative_fraction, default=0.02, help="distance to the optimum (default 0.02)"
@@ -252,4 +266,5 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         replay_delay_s=args.replay_delay,
         heartbeat_s=args.heartbeat,
         bundled=args.bundled,
+        warm_start=args.warm_start,
     )
