@@ -131,7 +131,7 @@ def test_no_package_imports_cupy() -> None:
     modules = ["variants", "results", "results.store", "results.best", "tuner", "tuner.cli", "tuner.study"]
     modules += ["tuner.replay", "tuner.replay_eval", "tuner.report", "tuner.storage", "tuner.check"]
     modules += ["tuner.gpu", "tuner.gpu.runner", "tuner.gpu.worker", "tuner.gpu.torch_op"]
-    modules += ["tuner.gpu.torch_peers", "tuner.gpu.triton_peer"]
+    modules += ["tuner.gpu.torch_peers", "tuner.gpu.triton_peer", "tuner.race", "tuner.race_record"]
     if (ROOT / "service" / "__init__.py").exists():
         modules.append("service")
     code = (
