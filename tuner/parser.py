@@ -28,9 +28,10 @@ from tuner.arguments import (
     time_limit,
 )
 from tuner.presets import DEFAULT_TRIALS, MODELS
+from tuner.replay_eval import DEFAULT_SAMPLERS
 from tuner.samplers import SAMPLERS
-from tuner.warm_start import WARM_START_SIZE
 from tuner.study import HEARTBEAT_S
+from tuner.warm_start import WARM_START_SIZE
 
 if TYPE_CHECKING:
     from tuner.pipeline import TuneRequest

@@ -131,7 +131,8 @@ def test_no_package_imports_cupy() -> None:
     modules = ["variants", "results", "results.store", "results.best", "tuner", "tuner.cli", "tuner.study"]
     modules += ["tuner.parser", "tuner.replay", "tuner.replay_eval", "tuner.report", "tuner.storage"]
     modules += ["tuner.check", "tuner.gpu", "tuner.gpu.runner", "tuner.gpu.worker", "tuner.gpu.torch_op"]
-    modules += ["tuner.gpu.torch_peers", "tuner.gpu.triton_peer"]
+    modules += ["tuner.gpu.torch_peers", "tuner.gpu.triton_peer", "tuner.race", "tuner.race_record"]
+    modules += ["tuner.warm_start", "tuner.known_rows", "tuner.study_plan"]
     if (ROOT / "service" / "__init__.py").exists():
         modules.append("service")
     code = (
