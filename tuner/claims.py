@@ -133,15 +133,15 @@ class Snapshot:
             if t.number != me and t.user_attrs.get(ATTR_KEY) is not None
         }
 
-    def all_taken(self, keys: Collection[str], unavailable: Collection[str], goal: int) -> bool:
-        """Whether a new trial would find nothing to take: every configuration of `keys` is
-        answered, claimed or unavailable, or those plus the running trials that have not
-        claimed yet fill the budget `goal`."""
+    def places_left(self, keys: Collection[str], unavailable: Collection[str], goal: int) -> int:
+        """How many more trials could measure something now: configurations of `keys` neither
+        answered, claimed nor unavailable, and places in the budget `goal` that the answered,
+        the claimed and the running trials that have not claimed yet leave."""
         claimed = self.claims()
         settled = self.done.keys() | self.missing | set(unavailable)
         free = set(keys) - settled - claimed.keys()
         taken = len(settled | claimed.keys()) + sum(1 for t in self.running if ATTR_KEY not in t.user_attrs)
-        return not free or taken >= goal
+        return max(0, min(len(free), goal - taken))
 
     def slots_before(self, me: int) -> tuple[int, int]:
         """(settled, taken): the distinct configurations the study holds answers for, and those

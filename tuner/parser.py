@@ -27,6 +27,7 @@ from tuner.arguments import (
     show_progress,
     time_limit,
 )
+from tuner.ask_ahead import AHEAD
 from tuner.presets import DEFAULT_TRIALS, MODELS
 from tuner.replay_eval import DEFAULT_SAMPLERS
 from tuner.samplers import SAMPLERS
@@ -93,6 +94,13 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
     )
     o.add_argument("--timeout", type=time_limit, help="seconds per shape and dtype (default: no limit)")
     o.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
+    o.add_argument(
+        "--ahead",
+        type=positive_int,
+        default=AHEAD,
+        metavar="N",
+        help=f"trials asked at once, their kernels compiled together in parallel (default {AHEAD})",
+    )
     o.add_argument(
         "--warm-start",
         type=nonnegative_int,
@@ -268,4 +276,5 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         heartbeat_s=args.heartbeat,
         bundled=args.bundled,
         warm_start=args.warm_start,
+        ahead=args.ahead,
     )

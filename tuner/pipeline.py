@@ -29,6 +29,7 @@ from optuna.storages import BaseStorage
 from results.schema import SHAPE_COLUMNS
 from results.store import clean_stale_temporaries, load_results, read_dirs, user_results_dir
 from tuner.arguments import SEED_MAX
+from tuner.ask_ahead import AHEAD
 from tuner.claims import stored_answers
 from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
 from tuner.interrupt import StopFlag
@@ -76,6 +77,7 @@ class TuneRequest:
     heartbeat_s: float = HEARTBEAT_S  # a running trial's sign of life; dead after 4 of them
     bundled: bool = True  # answer from the bundled results too (a replay never does)
     warm_start: int = WARM_START_SIZE  # nearest tuned shapes' winners queued first (0: none)
+    ahead: int = AHEAD  # trials asked at once, compiled together (a replay: one at a time)
 
 
 @dataclass
@@ -111,6 +113,7 @@ def study_plans(request: TuneRequest, gpu: str, seed: int) -> list[StudyPlan]:
             seed=seed,
             trials=None if request.sampler == "grid" else request.trials,
             timeout_s=request.timeout_s,
+            ahead=1 if request.replay_dir is not None else request.ahead,
         )
         for shape in request.shapes
         for d in request.dtypes

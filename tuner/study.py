@@ -1,12 +1,11 @@
 """One Optuna study per (GPU, shape, dtype): the loop that asks configurations, measures
 them through a Runner and writes every trial.
 
-What a trial reports to Optuna (minimized): the kernel's time over the same-run device
-copy. A failure (compile error, launch error, wrong result, timeout, crash) is a row with
-its status and infinite time, and the trial completes with the value +inf: Optuna accepts
-inf (only NaN is refused), TPE ranks it among the worst so it steers away, and GPSampler
-clips it to the worst finite value. An invalid combination of parameters is pruned without
-a row (nothing ran).
+A trial reports to Optuna (minimized) its kernel's time over the same-run device copy. A
+failure (compile or launch error, wrong result, timeout, crash) is a row with its status and
+infinite time, and the trial's value is +inf: Optuna accepts inf (not NaN), TPE ranks it
+among the worst, GPSampler clips it to the worst finite value. An invalid combination of
+parameters is pruned without a row (nothing ran).
 
 No configuration is measured twice for one GPU, shape and dtype (`tuner.claims`): a trial
 answers from the study or the results store when it can (`tuner.known_rows`; the store is
@@ -15,18 +14,17 @@ reaches the results store before its trial is recorded in the study and told, so
 study holds is always on disk.
 
 The budget (`--trials`) is distinct configurations in the study, however many workers share
-it: a trial measures only while the configurations answered, plus those the running trials
-before it hold, are fewer (`Snapshot.slots_before`). The sampler is wrapped in
+it: a trial measures only while those answered, plus those the running trials before it
+hold, are fewer (`Snapshot.slots_before`). The sampler is wrapped in
 `tuner.unseen.UnseenFirst`, so no trial is spent on a configuration seen before, and the
 loop ends when the budget is met or nothing unseen is left. The trials of dead workers are
-failed and queued again (`tuner.liveness`); a worker that finds everything left in others'
-hands waits for their trials to settle rather than leave a dead one's configuration behind.
+failed and queued again (`tuner.liveness`); a worker that finds all that is left in others'
+hands waits for their trials to settle, not to leave a dead one's configuration behind.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import time
 import warnings
@@ -38,6 +36,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import Trial, TrialState
 
 from results.schema import Status
+from tuner.ask_ahead import ask_ahead, compile_ahead, told_if_left
 from tuner.bench import guarded
 from tuner.claims import (
     ATTR_SOURCE,
@@ -62,8 +61,6 @@ from tuner.unseen import UnseenFirst
 from tuner.warm_start import enqueue
 from variants import BASELINE, FAMILIES, Config, Family
 
-log = logging.getLogger(__name__)
-
 # How many trials one process may ask per configuration it still has to measure (answers
 # and yields cost a trial but no measurement); a guard, the loop ends long before.
 ASKS_PER_CONFIG = 10
@@ -75,10 +72,9 @@ GRACE_S = 120.0  # without one for this long, its worker is taken for dead
 class StudyLoop:
     """Runs one plan against a runner; `run()` returns what happened.
 
-    The loop asks Optuna for one trial at a time (ask and tell, not `study.optimize`): the
-    trial is stamped with this worker and kept alive (`tuner.liveness.kept_alive`) while it runs, a stop
-    request (`stop`, Ctrl-C) is looked at between trials and inside every wait, and nothing
-    but this module's code runs when it comes.
+    Ask and tell, not `study.optimize` (one trial, or `plan.ahead`, at a time):
+    a trial is stamped with this worker and kept alive (`tuner.liveness.kept_alive`) while it
+    runs; a stop request (`stop`, Ctrl-C) is looked at between trials and in every wait.
     """
 
     def __init__(
@@ -165,7 +161,12 @@ class StudyLoop:
             if self.space.configs and not self._finished(snap):
                 settled = snap.done.keys() | self.known.keys() | snap.missing
                 if plan.sampler == "grid":
-                    self._prepare([c for c in self.space.configs if c.key not in settled])
+                    compile_ahead(
+                        self.runner,
+                        self.space,
+                        [c for c in self.space.configs if c.key not in settled],
+                        self.stop,
+                    )
                 first = [c for c in (*plan.warm_start, BASELINE) if c in self.space and c.key not in settled]
                 queued = enqueue(study, self.space, first)
                 limit = queued + ASKS_PER_CONFIG * max(self.goal() - len(snap.done), 1)
@@ -174,14 +175,6 @@ class StudyLoop:
             outcome.rows.setdefault(key, row)
         outcome.interrupted = outcome.interrupted or bool(self.stop)
         return outcome
-
-    def _prepare(self, configs: list[Config]) -> None:
-        """Let a runner that can (the GPU's) compile many kernels at once, in parallel."""
-        if configs:
-            try:
-                self.runner.prepare([(self.plan.shape, self.plan.dtype, c) for c in configs])
-            except TrialInterrupted:
-                self.stop.set()
 
     def _finished(self, snap: Snapshot) -> bool:
         if len(snap.done.keys() | snap.missing | self.unavailable) >= self.goal():
@@ -215,16 +208,21 @@ class StudyLoop:
             self._report(snap, goal)
             if self._finished(snap):
                 return
-            if not snap.waiting and snap.all_taken(self.space.keys, self.unavailable, goal):
+            places = snap.places_left(self.space.keys, self.unavailable, goal)
+            if not snap.waiting and not places:
                 if not snap.running:
                     return  # nothing left to measure, nothing in flight
                 # what is left is in other workers' hands: wait for their trials to settle
                 self.stop.sleep(WAIT_S)
                 continue
-            trial = study.ask()
-            asked += 1
-            outcome.trials += 1
-            self._run_trial(study, trial, copy_ms, outcome)
+            batch = ask_ahead(study, self.space, min(self.plan.ahead, max(places, 1), limit - asked))
+            asked += len(batch)
+            outcome.trials += len(batch)
+            if len(batch) > 1:
+                compile_ahead(self.runner, self.space, [c for _, c in batch if c is not None], self.stop)
+            with told_if_left(study, [t for t, _ in batch]) as run:
+                for trial in run:
+                    self._run_trial(study, trial, copy_ms, outcome)
 
     def _report(self, snap: Snapshot, goal: int) -> None:
         if self.progress is not None:

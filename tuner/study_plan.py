@@ -24,6 +24,7 @@ class StudyPlan:
     trials: int | None = 40  # distinct configurations; None: all of them
     timeout_s: float | None = None
     target_value: float | None = None  # stop once the best objective is at or below it
+    ahead: int = 1  # trials asked (and their kernels compiled) at once (`tuner.ask_ahead`)
     warm_start: tuple[Config, ...] = ()  # queued first, before the baseline (`tuner.warm_start`)
 
 
