@@ -111,7 +111,15 @@ def cmd_replay_eval(args: argparse.Namespace) -> int:
     try:
         with CounterBar(show_progress(args), "replay-eval", "run") as bar:
             results = replay_eval.evaluate(
-                frame, args.gpu, samplers, args.seeds, args.tolerance, args.max_trials, args.jobs, bar
+                frame,
+                args.gpu,
+                samplers,
+                args.seeds,
+                args.tolerance,
+                args.max_trials,
+                args.jobs,
+                bar,
+                ahead=args.ahead,
             )
     except NoRecording as exc:
         raise UsageError(str(exc)) from None

@@ -197,6 +197,13 @@ def _add_replay_eval(sub: argparse._SubParsersAction, name: str) -> None:
     )
     p.add_argument("--jobs", type=positive_int, default=1, help="processes (default 1)")
     p.add_argument(
+        "--ahead",
+        type=positive_int,
+        default=AHEAD,
+        metavar="N",
+        help=f"trials asked at once, as tune does on a GPU (default {AHEAD})",
+    )
+    p.add_argument(
         "--target", type=positive_number, default=25, help="trials the first sampler must stay within (25)"
     )
     p.add_argument("--check", action="store_true", help="exit 1 if the first sampler misses --target")

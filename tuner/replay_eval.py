@@ -68,8 +68,10 @@ def evaluate_one(
     tolerance: float,
     max_trials: int,
     index: StoreIndex | None = None,
+    ahead: int = 1,
 ) -> EvalResult:
-    """One run; `index` (the recording's) gives a `+warm` sampler its warm start."""
+    """One run; `index` (the recording's) gives a `+warm` sampler its warm start; `ahead`
+    trials are asked at once, as `tune --ahead` does on a GPU."""
     target = optimum(runner, shape, dtype) * (1.0 + tolerance)
     base = sampler.removesuffix(WARM)
     warm: list = []
@@ -86,21 +88,22 @@ def evaluate_one(
         trials=max_trials,
         target_value=target,
         warm_start=tuple(warm),
+        ahead=ahead,
     )
     outcome = StudyLoop(plan, runner, None).run()
     return EvalResult(sampler, shape, dtype, seed, trials_to_target(outcome.measured, target))
 
 
-Task = tuple[pd.DataFrame, str, str, Shape, str, tuple[int, ...], float, int]
+Task = tuple[pd.DataFrame, str, str, Shape, str, tuple[int, ...], float, int, int]
 
 
 def _group_results(args: Task) -> Iterator[EvalResult]:
-    frame, gpu, sampler, shape, dtype, seeds, tolerance, max_trials = args
+    frame, gpu, sampler, shape, dtype, seeds, tolerance, max_trials, ahead = args
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     runner = ReplayRunner(frame, gpu)
     index = build_index(frame) if sampler.endswith(WARM) else None
     for s in seeds:
-        yield evaluate_one(runner, sampler, shape, dtype, s, tolerance, max_trials, index)
+        yield evaluate_one(runner, sampler, shape, dtype, s, tolerance, max_trials, index, ahead)
 
 
 def _evaluate_group(args: Task) -> list[EvalResult]:
@@ -126,13 +129,14 @@ def evaluate(
     max_trials: int = 200,
     jobs: int = 1,
     on_done: Callable[[int, int], None] | None = None,
+    ahead: int = 1,
 ) -> list[EvalResult]:
     """Every sampler x exhaustive group x seed. `on_done(done, total)` is called as runs of
     one seed finish (with `jobs` > 1: as a group's seeds all finish)."""
     runner = ReplayRunner(frame, gpu)
     frame = frame[frame["gpu"] == runner.gpu]
     tasks = [
-        (frame, runner.gpu, sampler, shape, dtype, tuple(range(seeds)), tolerance, max_trials)
+        (frame, runner.gpu, sampler, shape, dtype, tuple(range(seeds)), tolerance, max_trials, ahead)
         for sampler in samplers
         for shape, dtype in exhaustive_groups(runner)
     ]

@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -166,14 +167,21 @@ def test_four_workers_measure_the_budget_exactly_once_while_the_service_reads(
 
 
 def _running_claim(url: str, study: str, pid: int) -> tuple[int, str] | None:
-    """(number, key) of a running trial of worker pid that has claimed its configuration."""
+    """(number, key) of a running trial of worker pid that is measuring its configuration:
+    claimed, not answered by another trial, and started 0.1-0.25 s ago (a trial that answers
+    from the study or the store, such as a second worker's queued baseline, ends within
+    milliseconds; a measurement here takes the 0.4 s replay delay)."""
     try:
         snap = Snapshot.read(_study(url, study))
     except KeyError:
         return None
+    now = datetime.now()
     for t in snap.running:
-        if f":{pid}:" in str(t.user_attrs.get(WORKER, "")) and ATTR_KEY in t.user_attrs:
-            return t.number, t.user_attrs[ATTR_KEY]
+        key = t.user_attrs.get(ATTR_KEY)
+        if f":{pid}:" not in str(t.user_attrs.get(WORKER, "")) or key is None or key in snap.done:
+            continue
+        if t.datetime_start is not None and 0.1 <= (now - t.datetime_start).total_seconds() <= 0.25:
+            return t.number, key
     return None
 
 
