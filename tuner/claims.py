@@ -105,6 +105,7 @@ class Snapshot:
         self.done: dict[str, FrozenTrial] = {}  # key -> the first trial that answers it
         self.running: list[FrozenTrial] = []
         self.waiting = 0
+        self.retried: set[str] = set()  # configurations of the waiting retries of dead workers
         self.missing: set[str] = set()  # configurations a replayed recording lacks
         for t in trials:
             key = t.user_attrs.get(ATTR_KEY)
@@ -112,6 +113,8 @@ class Snapshot:
                 self.running.append(t)
             elif t.state == TrialState.WAITING:
                 self.waiting += 1
+                if key is not None and "failed_trial" in t.system_attrs:
+                    self.retried.add(key)  # a dead worker's claim, queued again
             elif key is not None and answers(t):
                 self.done.setdefault(key, t)
             elif key is not None and t.user_attrs.get(ATTR_STATUS) == Status.MISSING.value:
@@ -143,14 +146,17 @@ class Snapshot:
         taken = len(settled | claimed.keys()) + sum(1 for t in self.running if ATTR_KEY not in t.user_attrs)
         return max(0, min(len(free), goal - taken))
 
-    def slots_before(self, me: int) -> tuple[int, int]:
-        """(settled, taken): the distinct configurations the study holds answers for, and those
-        plus the configurations the running trials numbered below `me` may add (one each for
-        a trial that has not claimed yet). Trial numbers are handed out by the storage, so
-        the running trials agree on who comes first: a trial measures only if `taken` is
-        below the budget, and no two trials can both take the last place."""
-        keys = set(self.done)
+    def slots_before(self, me: int, written: Collection[str] = ()) -> tuple[int, int]:
+        """(settled, taken): the distinct configurations the study holds answers for (or rows
+        of, `written`), and those plus what the trials that come before `me` may add: the
+        running trials numbered below `me` (one each for a trial that has not claimed yet)
+        and the waiting retries of dead workers (whose claims came before, and stand). Trial
+        numbers are handed out by the storage, so the running trials agree on who comes
+        first: a trial measures only if `taken` is below the budget, and no two trials can
+        both take the last place."""
+        keys = set(self.done) | set(written)
         settled = len(keys)
+        keys |= self.retried
         unclaimed = 0
         for t in self.running:
             if t.number >= me:
@@ -201,12 +207,15 @@ def admit(
     key: str,
     goal: int,
     wait: Callable[[Snapshot], bool],
+    written: Callable[[], Collection[str]] = frozenset,
 ) -> FrozenTrial | None:
     """Whether trial, which claimed key, may measure it: returns the study's finished trial
     that answers key, if there is one, else None (measure). Prunes it (marked DUPLICATE) when
     another running trial claims key (`Yielded`), or (OVER_BUDGET) when the study holds its `goal`
     configurations. While the running trials before it may take the last places, calls
-    `wait(snapshot)` and looks again; `wait` returns True to give up (raises `TrialInterrupted`)."""
+    `wait(snapshot)` and looks again; `wait` returns True to give up (raises `TrialInterrupted`).
+    `written()`: configurations settled outside the study's answers (rows of the study whose
+    trials were never told)."""
     while True:
         snap = Snapshot.read(study)
         finished = snap.done.get(key)
@@ -215,8 +224,8 @@ def admit(
         if key in snap.claims(trial.number):
             mark(trial, Status.DUPLICATE)
             raise Yielded(f"{key} is being measured by another trial")
-        settled, taken = snap.slots_before(trial.number)
-        settled += len(snap.missing - snap.done.keys())
+        # a configuration with a row of its own is in the budget already: it answers from it
+        settled, taken = snap.slots_before(trial.number, {*snap.missing, *written()} - {key})
         if settled >= goal:
             mark(trial, OVER_BUDGET)
             raise optuna.TrialPruned(f"the study holds its {goal} configurations")

@@ -184,16 +184,26 @@ def reap(
 ) -> list[int]:
     """Fail the running trials whose worker died and queue their configurations again.
     Returns the numbers of the trials failed here. On an RDB storage with a heartbeat, Optuna's
-    `fail_stale_trials` does it too (for workers on other hosts)."""
+    `fail_stale_trials` does it (for workers on any host), and those it failed are returned
+    too, so that the caller reads the study again and sees their retries."""
     storage = study._storage
     heartbeat = uses_optuna_heartbeat(storage)
+    running = list(running)
+    failed = []
     if heartbeat:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             with contextlib.suppress(Exception):
                 optuna.storages.fail_stale_trials(study)
+        # which of them Optuna failed (and queued again): only a trial older than the grace
+        # period can have been, so only those are looked up
+        for trial in running:
+            start = trial.datetime_start
+            if start is not None and (datetime.now() - start).total_seconds() > grace_s:
+                with contextlib.suppress(Exception):
+                    if storage.get_trial(trial._trial_id).state == TrialState.FAIL:
+                        failed.append(trial.number)
     now = time.time()
-    failed = []
     for trial in running:
         if trial.state != TrialState.RUNNING or not _dead(trial, grace_s, now, heartbeat):
             continue

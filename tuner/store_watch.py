@@ -27,7 +27,7 @@ from results.store import TEMP_PREFIX, CorruptResults, read_file
 from tuner.claims import stored_answers
 from variants import FAMILIES, DType, Family, Shape
 
-KEY_COLUMNS = ("gpu", *SHAPE_COLUMNS, "dtype", "family", "source_hash", "config_key")
+KEY_COLUMNS = ("gpu", *SHAPE_COLUMNS, "dtype", "family", "source_hash", "config_key", "study")
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class StoreWatch:
         self.own = own  # this process's files (never re-read)
         self._seen: dict[str, tuple[int, int]] = {}
         self._keys: dict[str, set[str]] = {}  # file -> the configurations it answers
+        self._studies: dict[str, dict[str, set[str]]] = {}  # file -> study -> its configurations
         registry = FAMILIES if families is None else families
         self._hashes = {n: f.source_hash for n, f in registry.items()}
         self.reads = 0
@@ -79,14 +80,15 @@ class StoreWatch:
         for a configuration asked about that a file holds)."""
         for path in self._changed():
             try:
-                self._keys[str(path)] = self._keys_of(path)
+                self._keys[str(path)], self._studies[str(path)] = self._keys_of(path)
             except (OSError, pa.ArrowException, KeyError) as exc:
                 log.warning("skipping results file %s: %s", path, exc)
                 self._keys.pop(str(path), None)
+                self._studies.pop(str(path), None)
                 continue
             self.reads += 1
 
-    def _keys_of(self, path: Path) -> set[str]:
+    def _keys_of(self, path: Path) -> tuple[set[str], dict[str, set[str]]]:
         with open(path, "rb") as handle:  # one read: a writer's os.replace cannot mix versions
             data = handle.read()
         table = pq.read_table(pa.BufferReader(data), columns=list(KEY_COLUMNS))
@@ -96,7 +98,15 @@ class StoreWatch:
             mask &= frame[name] == value
         rows = frame[mask]
         rows = rows[rows["family"].map(self._hashes) == rows["source_hash"]]
-        return set(rows["config_key"])
+        studies = {str(study): set(group["config_key"]) for study, group in rows.groupby("study")}
+        return set(rows["config_key"]), studies
+
+    def study_keys(self, study: str) -> set[str]:
+        """The configurations that rows of study `study` hold in other workers' files, read now:
+        measured by the study even where its trial was never told (a worker killed between
+        writing its row and telling Optuna), so they count against the study's budget."""
+        self.refresh()
+        return {key for studies in self._studies.values() for key in studies.get(study, ())}
 
     def answer(self, key: str) -> dict[str, Any] | None:
         """The stored row that answers key, from any other worker's file, read now."""

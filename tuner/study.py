@@ -38,6 +38,7 @@ from optuna.trial import Trial, TrialState
 from results.schema import Status
 from tuner.ask_ahead import ask_ahead, compile_ahead, told_if_left
 from tuner.bench import guarded
+from tuner.budget import Budget
 from tuner.claims import (
     ATTR_SOURCE,
     INTERRUPTED,
@@ -106,15 +107,14 @@ class StudyLoop:
         self.watch = watch
         self.heartbeat_s = heartbeat_s
         self.grace_s = grace_s
-        self.unavailable: set[str] = set()  # missing from a recording: never measurable here
+        self.budget = Budget(plan, self.space, watch)
         self.outcome: StudyOutcome | None = None
         self.sampler: UnseenFirst | None = None
-        self._study_ref: optuna.Study | None = None
 
     # --- the study --------------------------------------------------------------------
     def _study(self) -> optuna.Study:
         self.sampler = UnseenFirst(
-            make_sampler(self.plan.sampler, self.plan.seed), self.space, self.excluded, self.plan.seed
+            make_sampler(self.plan.sampler, self.plan.seed), self.space, self.budget.excluded, self.plan.seed
         )
         return optuna.create_study(
             study_name=self.plan.study_name,
@@ -122,20 +122,6 @@ class StudyLoop:
             sampler=self.sampler,
             direction="minimize",
             load_if_exists=True,
-        )
-
-    def excluded(self) -> set[str]:
-        """What a new trial must not take: configurations answered in the study, claimed by
-        a running trial, or missing from the recording."""
-        if self._study_ref is None:
-            return set(self.unavailable)
-        snap = Snapshot.read(self._study_ref)
-        return set(snap.done) | set(snap.claims()) | snap.missing | self.unavailable
-
-    def goal(self) -> int:
-        size = len(self.space)
-        return (
-            size if self.plan.trials is None or self.plan.sampler == "grid" else min(self.plan.trials, size)
         )
 
     def run(self) -> StudyOutcome:
@@ -154,11 +140,11 @@ class StudyLoop:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
             study = self._study()
-            self._study_ref = study
+            self.budget.study = study
             snap = Snapshot.read(study)
             for key, trial in snap.done.items():
                 self.known.from_trial(key, trial)
-            if self.space.configs and not self._finished(snap):
+            if self.space.configs and not self.budget.finished(snap):
                 settled = snap.done.keys() | self.known.keys() | snap.missing
                 if plan.sampler == "grid":
                     compile_ahead(
@@ -169,18 +155,12 @@ class StudyLoop:
                     )
                 first = [c for c in (*plan.warm_start, BASELINE) if c in self.space and c.key not in settled]
                 queued = enqueue(study, self.space, first)
-                limit = queued + ASKS_PER_CONFIG * max(self.goal() - len(snap.done), 1)
+                limit = queued + ASKS_PER_CONFIG * max(self.budget.goal() - len(snap.done), 1)
                 self._trials(study, copy_ms, outcome, limit)
         for key, row in self.known.items():
             outcome.rows.setdefault(key, row)
         outcome.interrupted = outcome.interrupted or bool(self.stop)
         return outcome
-
-    def _finished(self, snap: Snapshot) -> bool:
-        if len(snap.done.keys() | snap.missing | self.unavailable) >= self.goal():
-            return True
-        target = self.plan.target_value
-        return target is not None and min(snap.values().values(), default=math.inf) <= target
 
     def _reap(self, study: optuna.Study, snap: Snapshot) -> bool:
         """Fail the trials of dead workers (their configurations are queued again)."""
@@ -197,7 +177,7 @@ class StudyLoop:
 
     def _trials(self, study: optuna.Study, copy_ms: float, outcome: StudyOutcome, limit: int) -> None:
         deadline = None if self.plan.timeout_s is None else time.monotonic() + self.plan.timeout_s
-        goal = self.goal()
+        goal = self.budget.goal()
         asked = 0
         while asked < limit and not self.stop:
             if deadline is not None and time.monotonic() >= deadline:
@@ -206,9 +186,9 @@ class StudyLoop:
             if self._reap(study, snap):
                 snap = Snapshot.read(study)
             self._report(snap, goal)
-            if self._finished(snap):
+            if self.budget.finished(snap) and not snap.retried:  # a retry answers from its row
                 return
-            places = snap.places_left(self.space.keys, self.unavailable, goal)
+            places = snap.places_left(self.space.keys, self.budget.elsewhere(), goal)
             if not snap.waiting and not places:
                 if not snap.running:
                     return  # nothing left to measure, nothing in flight
@@ -279,7 +259,7 @@ class StudyLoop:
             return self.stop.sleep(WAIT_S)
 
         try:
-            finished = admit(study, trial, key, self.goal(), wait)
+            finished = admit(study, trial, key, self.budget.goal(), wait, self.budget.elsewhere)
         except Yielded:
             outcome.yielded += 1
             raise
@@ -301,7 +281,7 @@ class StudyLoop:
         measurement = self._measure(config)
         if measurement.status == Status.MISSING:
             outcome.missing += 1
-            self.unavailable.add(key)
+            self.budget.unavailable.add(key)
             mark(trial, Status.MISSING)
             raise optuna.TrialPruned(measurement.message)
         info = StudyInfo(
