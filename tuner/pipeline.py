@@ -44,7 +44,7 @@ from tuner.storage import InvalidStorage, default_storage_url, make_storage
 from tuner.store_watch import StoreWatch
 from tuner.study import HEARTBEAT_S, StudyLoop
 from tuner.study_plan import ProgressHook, StudyOutcome, StudyPlan, default_study_name
-from tuner.warm_start import WARM_START_SIZE, with_warm_start
+from tuner.warm_start import WARM_START_SIZE, index_of, with_warm_start
 from variants import DTYPES, Family, Shape
 
 log = logging.getLogger(__name__)
@@ -140,13 +140,14 @@ def run_plans(
     `warm_start`, a study first measures that many winners of the nearest shapes tuned
     before it (the stored rows and this run's)."""
     outcomes = []
+    stored_index = index_of(stored) if warm_start else None  # once: ~0.5 s for the bundled store
     stop = stop if stop is not None else runner.stop
     try:
         for plan in plans:
             if stop:
                 break
             if warm_start:
-                plan = with_warm_start(plan, [stored, outcome_frame(outcomes)], warm_start)
+                plan = with_warm_start(plan, [stored_index, index_of(outcome_frame(outcomes))], warm_start)
             known = (
                 stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families)
                 if stored is not None

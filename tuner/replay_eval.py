@@ -77,7 +77,7 @@ def evaluate_one(
     warm: list = []
     if sampler.endswith(WARM) and index is not None:
         held_out = shape_held_out(index, runner.gpu, shape)
-        warm = warm_start_configs(index, runner.gpu, shape, DTYPES[dtype], exclude=held_out)
+        warm = warm_start_configs(index.groups_of(runner.gpu), shape, DTYPES[dtype], exclude=held_out)
     plan = StudyPlan(
         gpu=runner.gpu,
         shape=shape,

@@ -17,7 +17,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from results.index import GroupKey, StoreIndex, build_index, shape_tuple
+from results.index import GroupKey, StoreIndex, TunedGroup, build_index
 from results.selection import nearest_choices
 from tuner.space import SearchSpace
 from tuner.study_plan import StudyPlan
@@ -28,20 +28,19 @@ WARM_START_PER_SHAPE = 2  # at most this many from one tuned shape
 
 
 def warm_start_configs(
-    index: StoreIndex,
-    gpu: str,
+    groups: Iterable[TunedGroup],
     shape: Shape,
     dtype: DType,
     size: int = WARM_START_SIZE,
     per_shape: int = WARM_START_PER_SHAPE,
     exclude: Collection[GroupKey] = (),
 ) -> list[Config]:
-    """The configurations to queue first for (gpu, shape, dtype), valid there, distinct."""
+    """The configurations to queue first for (shape, dtype), from one GPU's tuned `groups`:
+    valid there, distinct, the group of (shape, dtype) itself left out."""
     if size <= 0:
         return []
-    held_out = {*exclude, (gpu, shape_tuple(shape), dtype.name)}
-    choices = nearest_choices(index.groups_of(gpu), shape, dtype, size, per_shape, held_out)
-    return [c.candidate.config for c in choices]
+    usable = [g for g in groups if not (g.shape == shape and g.dtype.name == dtype.name)]
+    return [c.candidate.config for c in nearest_choices(usable, shape, dtype, size, per_shape, exclude)]
 
 
 def shape_held_out(index: StoreIndex, gpu: str, shape: Shape) -> set[GroupKey]:
@@ -65,14 +64,11 @@ def enqueue(study: optuna.Study, space: SearchSpace, configs: Iterable[Config]) 
     return queued
 
 
-def with_warm_start(plan: StudyPlan, frames: Iterable[pd.DataFrame | None], size: int) -> StudyPlan:
-    """`plan` with the warm start that the rows of `frames` give it."""
-    found = [f for f in frames if f is not None and not f.empty]
-    index = index_of(pd.concat(found, ignore_index=True) if found else None)
-    if index is None or size <= 0:
-        return plan
-    configs = warm_start_configs(index, plan.gpu, plan.shape, plan.dtype, size)
-    return dataclasses.replace(plan, warm_start=tuple(configs))
+def with_warm_start(plan: StudyPlan, indexes: Iterable[StoreIndex | None], size: int) -> StudyPlan:
+    """`plan` with the warm start that the tuned groups of its GPU in `indexes` give it."""
+    groups = [g for index in indexes if index is not None for g in index.groups_of(plan.gpu)]
+    configs = warm_start_configs(groups, plan.shape, plan.dtype, size)
+    return dataclasses.replace(plan, warm_start=tuple(configs)) if configs else plan
 
 
 def index_of(frame: pd.DataFrame | None) -> StoreIndex | None:

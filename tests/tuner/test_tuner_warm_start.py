@@ -15,7 +15,7 @@ from tuner.pipeline import TuneRequest, tune
 from tuner.space import SearchSpace
 from tuner.study import StudyLoop
 from tuner.study_plan import StudyPlan
-from tuner.warm_start import enqueue, shape_held_out, warm_start_configs, with_warm_start
+from tuner.warm_start import enqueue, index_of, shape_held_out, warm_start_configs, with_warm_start
 from variants import BASELINE, DTYPES, Config, Shape
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -48,10 +48,10 @@ def test_the_nearest_shapes_winners_and_runners_up_come_first() -> None:
     index = index_with(
         [rows_of(NEAR, "bf16", {a: 1.0, b: 1.1, c: 1.5}), rows_of(FAR, "bf16", {c: 1.0, d: 1.2, a: 1.3})]
     )
-    assert warm_start_configs(index, "h200", NEW, BF16, size=4) == [a, b, c, d]
-    assert warm_start_configs(index, "h200", NEW, BF16, size=4, per_shape=1) == [a, c]
-    assert warm_start_configs(index, "h200", NEW, BF16, size=0) == []
-    assert warm_start_configs(index, "other", NEW, BF16) == []  # another GPU's results: none
+    assert warm_start_configs(index.groups_of("h200"), NEW, BF16, size=4) == [a, b, c, d]
+    assert warm_start_configs(index.groups_of("h200"), NEW, BF16, size=4, per_shape=1) == [a, c]
+    assert warm_start_configs(index.groups_of("h200"), NEW, BF16, size=0) == []
+    assert warm_start_configs(index.groups_of("other"), NEW, BF16) == []  # another GPU's results: none
 
 
 def test_the_group_being_tuned_and_held_out_shapes_are_left_out() -> None:
@@ -64,10 +64,10 @@ def test_the_group_being_tuned_and_held_out_shapes_are_left_out() -> None:
         ]
     )
     # its own rows answer anyway; the same shape in another dtype is a tier-2 neighbour
-    assert warm_start_configs(index, "h200", NEW, BF16) == [a, b]
+    assert warm_start_configs(index.groups_of("h200"), NEW, BF16) == [a, b]
     held_out = shape_held_out(index, "h200", NEW)
     assert held_out == {("h200", shape_tuple(NEW), "bf16"), ("h200", shape_tuple(NEW), "fp32")}
-    assert warm_start_configs(index, "h200", NEW, BF16, exclude=held_out) == [a]
+    assert warm_start_configs(index.groups_of("h200"), NEW, BF16, exclude=held_out) == [a]
 
 
 def test_only_configurations_valid_for_the_new_shape_are_queued() -> None:
@@ -75,7 +75,7 @@ def test_only_configurations_valid_for_the_new_shape_are_queued() -> None:
         pd.DataFrame(F.recording_rows([Shape.parse("B=1,T=256,NH=14,NH_KV=2,HD=128")], ["bf16"]))
     )
     odd = Shape.parse("B=1,T=255,NH=14,NH_KV=2,HD=72")
-    found = warm_start_configs(index, "h200", odd, BF16, size=4)
+    found = warm_start_configs(index.groups_of("h200"), odd, BF16, size=4)
     space = SearchSpace(odd, BF16)
     assert found and all(c in space for c in found)
     assert len(set(found)) == len(found)
@@ -112,13 +112,14 @@ def test_enqueue_skips_what_is_queued_already() -> None:
     assert enqueue(study, space, [b]) == 0
 
 
-def test_with_warm_start_reads_every_frame_given() -> None:
+def test_with_warm_start_reads_every_index_given() -> None:
     a, _ = configs(2)
     plan = StudyPlan("h200", NEW, BF16, "s")
-    assert with_warm_start(plan, [None, pd.DataFrame()], 4) is plan
-    warmed = with_warm_start(plan, [None, pd.DataFrame(rows_of(NEAR, "bf16", {a: 1.0}))], 4)
-    assert warmed.warm_start == (a,)
-    assert with_warm_start(plan, [pd.DataFrame(rows_of(NEAR, "bf16", {a: 1.0}))], 0) is plan
+    near = index_of(pd.DataFrame(rows_of(NEAR, "bf16", {a: 1.0})))
+    assert index_of(pd.DataFrame()) is None and index_of(None) is None
+    assert with_warm_start(plan, [None, None], 4) is plan
+    assert with_warm_start(plan, [None, near], 4).warm_start == (a,)
+    assert with_warm_start(plan, [near], 0) is plan
 
 
 def test_a_run_warm_starts_each_shape_from_the_shapes_it_tuned_before(tmp_path) -> None:
