@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from tuner.presets import DEFAULT_BATCH, DEFAULT_SEQ, DEFAULT_SHAPES, UnknownModel, model_shapes
@@ -126,55 +126,35 @@ def _number(kind: type, text: str, what: str) -> int | float:
     return value
 
 
-def positive_int(text: str) -> int:
-    value = int(_number(int, text, "a whole number of at least 1"))
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"takes a whole number of at least 1, not {text}")
-    return value
+def _bounded(
+    name: str, kind: type, what: str, ok: Callable[[float], bool], note: str = ""
+) -> Callable[[str], float]:
+    """An argparse type: `text` read as `kind`, refused with "takes <what><note>, not <text>"
+    unless `ok(value)`."""
+
+    def parse(text: str):
+        value = kind(_number(kind, text, what))
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"takes {what}{note}, not {text}")
+        return value
+
+    parse.__name__ = parse.__qualname__ = name
+    return parse
 
 
-def nonnegative_int(text: str) -> int:
-    value = int(_number(int, text, "a whole number of at least 0"))
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"takes a whole number of at least 0, not {text}")
-    return value
-
-
-def seed(text: str) -> int:
-    what = f"a whole number from 0 to {SEED_MAX}"
-    value = int(_number(int, text, what))
-    if not 0 <= value <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"takes {what}, not {text}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    value = float(_number(float, text, "seconds above 0"))
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"takes seconds above 0, not {text}")
-    return value
-
-
-def time_limit(text: str) -> float:
-    """A limit that may be left out (no limit), never 0 or less: such a run measures nothing."""
-    value = float(_number(float, text, "seconds above 0"))
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"takes seconds above 0 (leave it out for no limit), not {text}")
-    return value
-
-
-def nonnegative_fraction(text: str) -> float:
-    value = float(_number(float, text, "a fraction of at least 0, e.g. 0.02 for 2%"))
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"takes a fraction of at least 0, e.g. 0.02 for 2%, not {text}")
-    return value
-
-
-def positive_number(text: str) -> float:
-    value = float(_number(float, text, "a number above 0"))
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"takes a number above 0, not {text}")
-    return value
+positive_int = _bounded("positive_int", int, "a whole number of at least 1", lambda v: v >= 1)
+nonnegative_int = _bounded("nonnegative_int", int, "a whole number of at least 0", lambda v: v >= 0)
+seed = _bounded("seed", int, f"a whole number from 0 to {SEED_MAX}", lambda v: 0 <= v <= SEED_MAX)
+positive_seconds = _bounded("positive_seconds", float, "seconds above 0", lambda v: v > 0)
+# a limit that may be left out (no limit), never 0 or less: such a run measures nothing
+time_limit = _bounded("time_limit", float, "seconds above 0", lambda v: v > 0, " (leave it out for no limit)")
+nonnegative_fraction = _bounded(
+    "nonnegative_fraction",
+    float,
+    "a fraction of at least 0, e.g. 0.02 for 2%",
+    lambda v: 0 <= v < float("inf"),
+)
+positive_number = _bounded("positive_number", float, "a number above 0", lambda v: v > 0)
 
 
 def nonempty(text: str) -> str:
