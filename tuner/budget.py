@@ -44,13 +44,15 @@ class Budget:
         snap = Snapshot.read(self.study)
         return set(snap.done) | set(snap.claims()) | snap.missing | self.elsewhere()
 
-    def finished(self, snap: Snapshot) -> bool:
-        """The budget is met, or the best value reached the plan's target. A configuration
+    def finished(self, snap: Snapshot, elsewhere: set[str] | None = None) -> bool:
+        """The budget is met, or the best value reached the plan's target (`elsewhere`: this
+        moment's `elsewhere()`, when the caller has it). The budget is not met while a dead
+        worker's retry waits (it answers from the row, if there is one), and a configuration
         with a row that a running trial still claims does not count yet: that trial's worker
-        died after writing it, and the study waits for its retry to answer from the row
-        rather than leave the trial running."""
-        elsewhere = self.elsewhere() - snap.claims().keys()
-        if len(snap.done.keys() | snap.missing | elsewhere) >= self.goal():
+        died after writing it, and the study waits for its retry rather than leave the trial
+        running."""
+        settled = (self.elsewhere() if elsewhere is None else elsewhere) - snap.claims().keys()
+        if not snap.retried and len(snap.done.keys() | snap.missing | settled) >= self.goal():
             return True
         target = self.plan.target_value
         return target is not None and min(snap.values().values(), default=math.inf) <= target

@@ -8,56 +8,41 @@ and is not written again), and this worker's own measurements.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from optuna.trial import FrozenTrial, Trial
 
 from tuner.claims import ATTR_KEY, ATTR_STATUS, ATTR_TIME, NOTHING_MEASURED, recorded
 from tuner.rows import StudyInfo, trial_row
+from tuner.runner import GpuIdentity
 from tuner.space import SearchSpace
 from variants import Family
 
 
-class KnownRows:
+class KnownRows(dict[str, dict[str, Any]]):
+    """config key -> row, for one study's (GPU, shape, dtype)."""
+
     def __init__(
         self,
         space: SearchSpace,
-        identity: Mapping[str, Any],
+        identity: GpuIdentity,
         gpu: str,
         study_name: str,
         families: Mapping[str, Family],
         rows: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
+        super().__init__((k, dict(v)) for k, v in (rows or {}).items() if k in space.keys)
         self.space = space
         self.identity = identity
         self.gpu = gpu
         self.study_name = study_name
         self.families = families
-        self._rows = {k: dict(v) for k, v in (rows or {}).items() if k in space.keys}
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._rows
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._rows)
-
-    def keys(self):
-        return self._rows.keys()
-
-    def items(self):
-        return self._rows.items()
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self._rows.get(key)
-
-    def __setitem__(self, key: str, row: dict[str, Any]) -> None:
-        self._rows[key] = row
 
     def from_trial(self, key: str, trial: FrozenTrial) -> dict[str, Any]:
         """The row of a configuration another trial measured."""
-        if key in self._rows:
-            return self._rows[key]
+        if key in self:
+            return self[key]
         config = self.space.config_of(trial.params)
         if config is None or config.key != key:
             config = next(c for c in self.space.configs if c.key == key)
@@ -73,7 +58,7 @@ class KnownRows:
             info,
             self.families,
         )
-        self._rows[key] = row
+        self[key] = row
         return row
 
     def inherited(self, trial: Trial) -> dict[str, Any] | None:

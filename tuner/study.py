@@ -186,9 +186,10 @@ class StudyLoop:
             if self._reap(study, snap):
                 snap = Snapshot.read(study)
             self._report(snap, goal)
-            if self.budget.finished(snap) and not snap.retried:  # a retry answers from its row
+            elsewhere = self.budget.elsewhere()  # one look at the results directory per round
+            if self.budget.finished(snap, elsewhere):
                 return
-            places = snap.places_left(self.space.keys, self.budget.elsewhere(), goal)
+            places = snap.places_left(self.space.keys, elsewhere, goal)
             if not snap.waiting and not places:
                 if not snap.running:
                     return  # nothing left to measure, nothing in flight
