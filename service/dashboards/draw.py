@@ -96,7 +96,7 @@ def _shape_axis(table: pd.DataFrame) -> dict:
 def _by_gpu_and_dtype(table: pd.DataFrame):
     gpus = sorted(table["gpu"].unique())
     for g, gpu in enumerate(gpus):
-        for dtype in [d for d in variants.DTYPES if d in set(table["dtype"])]:
+        for dtype in _dtypes_in(table):
             rows = table[(table["gpu"] == gpu) & (table["dtype"] == dtype)]
             if len(rows):
                 name = dtype if len(gpus) == 1 else f"{gpu} {dtype}"
@@ -375,20 +375,14 @@ def bandwidth(table: pd.DataFrame, peak: tuple[str, float] | None) -> go.Figure:
         text=labels,
         hovertemplate="%{text}<br>copy: %{y:.0f} GB/s<extra></extra>",
     )
-    for dtype in [d for d in variants.DTYPES if d in set(table["dtype"])]:
+    for dtype in _dtypes_in(table):
         rows = table[table["dtype"] == dtype]
         fig.add_scatter(
             name=f"winner {dtype}",
             x=rows["bytes_moved"] / 1e6,
             y=rows["gbps"],
             mode="markers",
-            marker={
-                "size": 10,
-                "color": DTYPE_COLORS.get(dtype),
-                "symbol": DTYPE_SYMBOLS.get(dtype, "circle"),
-                "opacity": 0.85,
-                "line": {"color": "#fff", "width": 1},
-            },
+            marker=_dtype_marker(dtype),
             text=rows["short_shape"],
             customdata=rows[["config_key", "time_ms", "ratio_to_copy"]].to_numpy(),
             hovertemplate="%{text} " + dtype + "<br>%{y:.0f} GB/s, %{customdata[1]:.4f} ms, "
@@ -399,6 +393,23 @@ def bandwidth(table: pd.DataFrame, peak: tuple[str, float] | None) -> go.Figure:
         label = f"{name} peak {gbps / 1000:.2f} TB/s"
         reference_line(fig, gbps, label, dash="dashdot", color=PEAK_COLOR, log_y=False)
     return fig
+
+
+def _dtypes_in(table: pd.DataFrame) -> list[str]:
+    """The table's dtypes, in variants.DTYPES order (so colours and legends stay put)."""
+    present = set(table["dtype"])
+    return [d for d in variants.DTYPES if d in present]
+
+
+def _dtype_marker(dtype: str) -> dict:
+    """One winner's marker: its dtype's colour and symbol."""
+    return {
+        "size": 10,
+        "color": DTYPE_COLORS.get(dtype),
+        "symbol": DTYPE_SYMBOLS.get(dtype, "circle"),
+        "opacity": 0.85,
+        "line": {"color": "#fff", "width": 1},
+    }
 
 
 def bandwidth_ratio(table: pd.DataFrame) -> go.Figure:
@@ -417,20 +428,14 @@ def bandwidth_ratio(table: pd.DataFrame) -> go.Figure:
             "yaxis": {"title": "time / copy", "range": _ratio_range(table["ratio_to_copy"])},
         }
     )
-    for dtype in [d for d in variants.DTYPES if d in set(table["dtype"])]:
+    for dtype in _dtypes_in(table):
         rows = table[table["dtype"] == dtype]
         fig.add_scatter(
             name=dtype,
             x=rows["bytes_moved"] / 1e6,
             y=rows["ratio_to_copy"],
             mode="markers",
-            marker={
-                "size": 10,
-                "color": DTYPE_COLORS.get(dtype),
-                "symbol": DTYPE_SYMBOLS.get(dtype, "circle"),
-                "opacity": 0.85,
-                "line": {"color": "#fff", "width": 1},
-            },
+            marker=_dtype_marker(dtype),
             text=rows["short_shape"],
             customdata=rows[["config_key", "time_ms"]].to_numpy(),
             hovertemplate="%{text} " + dtype + "<br>%{y:.3f}x copy, %{customdata[1]:.4f} ms"
