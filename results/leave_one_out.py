@@ -16,15 +16,12 @@ import numpy as np
 import pandas as pd
 
 from results.index import StoreIndex, build_index
+from results.schema import SHAPE_COLUMNS
 from results.selection import choose
 
 COLUMNS = [
     "gpu",
-    "B",
-    "T",
-    "NH",
-    "NH_KV",
-    "HD",
+    *SHAPE_COLUMNS,
     "dtype",
     "served_from",
     "served_dtype",

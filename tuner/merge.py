@@ -19,15 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from results.schema import SHAPE_COLUMNS
 from results.store import CorruptResults, clean_stale_temporaries, read_file, result_files, write_table
 
 ROW_KEY = (
     "gpu",
-    "B",
-    "T",
-    "NH",
-    "NH_KV",
-    "HD",
+    *SHAPE_COLUMNS,
     "dtype",
     "config_key",
     "run_id",
