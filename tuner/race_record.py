@@ -28,7 +28,7 @@ import numpy as np
 from results.schema import Status
 from results.store import write_table
 from tuner.race import RaceResult, Timed
-from tuner.rows import StudyInfo, trial_row
+from tuner.rows import StudyInfo, trial_row, utc_stamp
 from tuner.runner import GpuIdentity, Measurement
 from variants import Config, DType, Shape
 
@@ -48,7 +48,7 @@ class WrongResult(RuntimeError):
 
 def race_run_id(gpu: str, now: float | None = None, pid: int | None = None) -> str:
     """'race-h200-20250101T120000-1234': the GPU label, UTC time and pid of the recording process."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
+    stamp = utc_stamp(now)
     label = re.sub(r"[^A-Za-z0-9._-]", "-", gpu)[:64] or "gpu"
     return f"{RUN_ID_PREFIX}{label}-{stamp}-{os.getpid() if pid is None else pid}"
 

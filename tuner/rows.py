@@ -39,9 +39,14 @@ class StudyInfo:
     trial: int | None = None
 
 
+def utc_stamp(now: float | None = None) -> str:
+    """'20250101T120000': a run id's time, UTC."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
+
+
 def new_run_id(now: float | None = None) -> str:
     """Unique per process: UTC time, host and pid ('20250101T120000-host-1234')."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
+    stamp = utc_stamp(now)
     host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40].strip("-") or "host"
     return f"{stamp}-{host}-{os.getpid()}"
 
