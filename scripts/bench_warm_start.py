@@ -35,6 +35,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results.schema import Status  # noqa: E402
 from results.store import load_results  # noqa: E402
 
 # Real model layouts at sizes the bundled store does not hold.
@@ -83,7 +84,7 @@ def tune(
 
 
 def summarize(shape: str, dtype: str, cache: str, ahead: int, frame: pd.DataFrame, wall: float) -> Run:
-    ratio = frame["ratio_to_copy"].where(frame["status"] == "ok")
+    ratio = frame["ratio_to_copy"].where(frame["status"] == Status.OK)
     first = ratio.iloc[:FIRST].min()
     best = ratio.min()
     stamps = pd.to_datetime(frame["timestamp"])
