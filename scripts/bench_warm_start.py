@@ -73,7 +73,8 @@ def tune(
 ) -> tuple[pd.DataFrame, float]:
     cmd = [sys.executable, "-m", "tuner", "--shape", shape, "--dtype", dtype, "--trials", str(trials)]
     cmd += ["--seed", "0", "--results", str(results), "--no-progress", "--ahead", str(ahead), *extra]
-    env = {**os.environ, "CUPY_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "CUPY_CACHE_DIR": str(cache), "PYTHONPATH": path}
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.monotonic() - started

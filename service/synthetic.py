@@ -31,7 +31,14 @@ GPUS: dict[str, tuple[str, float, int]] = {
     "h200": ("SYNTHETIC H200", 4100.0, 132),
     "a100": ("SYNTHETIC A100", 1700.0, 108),
 }
-FAMILY_EFFICIENCY = {"naive": 0.16, "gather": 0.32, "vec": 0.80, "warp_per_head": 0.78, "split": 0.90}
+FAMILY_EFFICIENCY = {
+    "naive": 0.16,
+    "gather": 0.32,
+    "vec": 0.80,
+    "warp_per_head": 0.78,
+    "split": 0.90,
+    "bulk": 0.89,
+}
 VEC_EFFICIENCY = {4: 0.72, 8: 0.9, 16: 1.0}
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 

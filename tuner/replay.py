@@ -22,7 +22,7 @@ from results.schema import SHAPE_COLUMNS, Status
 from results.store import load_results
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, GroupKey, Measurement, Runner
-from variants import Config, DType, Shape
+from variants import FAMILIES, Config, DType, Family, Shape
 
 
 class NoRecording(ValueError):
@@ -91,6 +91,13 @@ class ReplayRunner(Runner):
                 self._copies[gkey] = float(copies.median())
             for config_key, measured in group.groupby("config_key", sort=False):
                 self._answers[(*gkey, str(config_key))] = _answer(measured)
+
+    def runnable_families(self, shape: Shape, dtype: DType) -> dict[str, Family]:
+        """The families the recording measured for (shape, dtype): a replay explores only what
+        it can answer (a family added since the recording would make every trial of it
+        MISSING). All families where the group was not recorded."""
+        recorded = {key.partition("[")[0] for key in self.recorded(shape, dtype)}
+        return {name: f for name, f in FAMILIES.items() if name in recorded or not recorded}
 
     def groups(self) -> list[tuple[Shape, str]]:
         """Every recorded (shape, dtype) with a copy time."""

@@ -116,7 +116,8 @@ def exhaustive_groups(runner: ReplayRunner) -> list[tuple[Shape, str]]:
     return [
         (shape, dtype)
         for shape, dtype in runner.groups()
-        if len(runner.recorded(shape, DTYPES[dtype])) >= len(valid_configs(shape, DTYPES[dtype]))
+        if len(runner.recorded(shape, DTYPES[dtype]))
+        >= len(valid_configs(shape, DTYPES[dtype], runner.runnable_families(shape, DTYPES[dtype])))
     ]
 
 

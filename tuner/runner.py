@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from results.schema import Status
 from tuner.interrupt import StopFlag
-from variants import Config, DType, Shape
+from variants import Config, DType, Family, Shape, families_for
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,11 @@ class Runner(ABC):
     def __init__(self) -> None:
         self.missing: Counter[GroupKey] = Counter()
         self.stop = StopFlag()
+
+    def runnable_families(self, shape: Shape, dtype: DType) -> dict[str, Family]:
+        """The kernel families this runner can measure for (shape, dtype): those its GPU is
+        new enough for."""
+        return families_for(self.identity.compute_capability)
 
     @abstractmethod
     def copy_time(self, shape: Shape, dtype: DType) -> float:

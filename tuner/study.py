@@ -60,7 +60,7 @@ from tuner.store_watch import StoreWatch
 from tuner.study_plan import ProgressHook, StudyOutcome, StudyPlan
 from tuner.unseen import UnseenFirst
 from tuner.warm_start import enqueue
-from variants import BASELINE, FAMILIES, Config, Family
+from variants import BASELINE, Config, Family
 
 # How many trials one process may ask per configuration it still has to measure (answers
 # and yields cost a trial but no measurement); a guard, the loop ends long before.
@@ -99,7 +99,9 @@ class StudyLoop:
         self.storage = storage
         self.run_id = run_id
         self.sink = sink
-        self.families = dict(FAMILIES if families is None else families)
+        self.families = dict(
+            runner.runnable_families(plan.shape, plan.dtype) if families is None else families
+        )
         self.space = SearchSpace(plan.shape, plan.dtype, self.families)
         self.known = KnownRows(self.space, runner.identity, plan.gpu, plan.study_name, self.families, known)
         self.progress = progress

@@ -6,7 +6,7 @@ touches the device is `tuner/gpu/` (`tuner.gpu.api` calls a tuned kernel from Py
 
 from __future__ import annotations
 
-from variants import gather, naive, split, vec, warp_per_head
+from variants import bulk, gather, naive, split, vec, warp_per_head
 from variants.dtypes import DTYPES, DType, UnknownDType, get_dtype
 from variants.family import (
     KERNEL_ARGUMENTS,
@@ -19,7 +19,7 @@ from variants.family import (
 from variants.shape import InvalidShape, Shape
 
 FAMILIES: dict[str, Family] = {
-    module.FAMILY.name: module.FAMILY for module in (naive, gather, vec, warp_per_head, split)
+    module.FAMILY.name: module.FAMILY for module in (naive, gather, vec, warp_per_head, split, bulk)
 }
 
 BASELINE = Config.of("naive", **naive.BASELINE_PARAMS)
@@ -37,6 +37,36 @@ def get_family(name: str, registry: dict[str, Family] | None = None) -> Family:
         raise UnknownFamily(
             f"unknown kernel family {name!r}; expected one of {', '.join(registry)}"
         ) from None
+
+
+def compute_capability_number(text: str | int | None) -> int | None:
+    """ "9.0" or 90 -> 90; None for an unknown capability."""
+    if isinstance(text, int):
+        return text
+    try:
+        major, _, minor = str(text).partition(".")
+        return int(major) * 10 + int(minor or 0)
+    except ValueError:
+        return None
+
+
+def families_for(
+    compute_capability: str | int | None, families: dict[str, Family] | None = None
+) -> dict[str, Family]:
+    """The families a GPU of this compute capability ("9.0" or 90) can run; every family when
+    the capability is unknown."""
+    registry = FAMILIES if families is None else families
+    number = compute_capability_number(compute_capability)
+    if number is None:
+        return dict(registry)
+    return {name: f for name, f in registry.items() if f.min_compute_capability <= number}
+
+
+def runs_on(config: Config, compute_capability: str | int | None) -> bool:
+    """Whether a GPU of this compute capability can run the configuration's family."""
+    family = FAMILIES.get(config.family)
+    number = compute_capability_number(compute_capability)
+    return family is not None and (number is None or family.min_compute_capability <= number)
 
 
 def valid_configs(shape: Shape, dtype: DType, families: dict[str, Family] | None = None) -> list[Config]:
@@ -60,7 +90,9 @@ __all__ = [
     "Shape",
     "UnknownDType",
     "UnknownFamily",
+    "families_for",
     "get_dtype",
     "get_family",
+    "runs_on",
     "valid_configs",
 ]

@@ -90,6 +90,8 @@ class Family(abc.ABC):
       sum(ceil(B*T * a / b)), for a grid that depends on the shape only through B*T
       (optional; the llm.c header export serves such a family at any B*T of a tuned head
       layout, and leaves out rows of a family without it);
+    - `min_compute_capability`: the oldest GPU it runs on, as 10*major + minor (optional;
+      0, any; a GPU session leaves out the families its device is too old for);
     - `template_path`: override only for a template kept outside `variants/` (tests do).
 
     What callers use (derived, not overridden; the methods that take a `Config` check it
@@ -108,6 +110,7 @@ class Family(abc.ABC):
     name: str
     doc: str
     params: tuple[Param, ...]
+    min_compute_capability: int = 0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A concrete family must declare its class attributes (abstract ones may leave them)."""

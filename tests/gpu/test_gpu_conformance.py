@@ -89,6 +89,7 @@ HUGE_CONFIGS = [
     Config.of("vec", block=512, vec_bytes=16, load="plain", store="stcs"),
     Config.of("warp_per_head", warps=8, vec_bytes=16, load="ldg", store="plain"),
     Config.of("split", block=256, vec_bytes=16, items=4, load="ldcs", store="plain"),
+    Config.of("bulk", block=128, groups=2, stages=3, blocks_per_sm=2, l2="evict_first"),
 ]
 
 
@@ -96,8 +97,28 @@ HUGE_CONFIGS = [
 def test_more_than_2_31_elements_in_bf16(session, config: Config) -> None:
     bf16 = DTYPES["bf16"]
     assert HUGE.dout_numel > 2**31
-    assert "long long" in FAMILIES[config.family].name_expression(HUGE, bf16, config)
+    if config.family != "bulk":  # bulk's index math is 64-bit throughout
+        assert "long long" in FAMILIES[config.family].name_expression(HUGE, bf16, config)
     result = session.run_checked(HUGE, bf16, session.launcher(HUGE, bf16, config))
+    assert result.ok, result.summary()
+
+
+BULK_CASES = [
+    pytest.param(shape, DTYPES[dtype], config, id=f"{name}-{dtype}-{config.key}")
+    for name, shape in SHAPES.items()
+    for dtype in DTYPES
+    for config in random.Random(f"bulk-{name}-{dtype}").sample(
+        FAMILIES["bulk"].valid_configs(shape, DTYPES[dtype]),
+        k=min(8, len(FAMILIES["bulk"].valid_configs(shape, DTYPES[dtype]))),
+    )
+]
+
+
+@pytest.mark.parametrize(("shape", "dtype", "config"), BULK_CASES)
+def test_bulk_stages_persistence_and_l2_policy(session, shape: Shape, dtype: DType, config: Config) -> None:
+    """The block size alone (the sample above) leaves most of bulk's pipeline untried: 8
+    random configurations of each shape and dtype it serves."""
+    result = session.run_checked(shape, dtype, session.launcher(shape, dtype, config))
     assert result.ok, result.summary()
 
 

@@ -34,7 +34,7 @@ def test_replay_eval_counts_trials_to_the_optimum(recording: Path) -> None:
 
 def test_replay_eval_judges_only_exhaustive_recordings(tmp_path: Path) -> None:
     full = F.recording_rows([F.SMALL], ["bf16"])
-    partial = [r for r in F.recording_rows([F.SHAPE], ["bf16"]) if r["family"] != "split"]
+    partial = F.recording_rows([F.SHAPE], ["bf16"])[::2]  # every family, half its configurations
     write_table(full + partial, tmp_path / "h200", "mixed")
     runner = ReplayRunner(replay_eval.load(tmp_path), "h200")
     assert len(runner.groups()) == 2

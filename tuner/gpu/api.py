@@ -25,7 +25,7 @@ from results.store import load_results, read_dirs
 from tuner.gpu.kernels import Kernels
 from tuner.gpu.session import read_identity
 from tuner.gpus import default_label
-from variants import FAMILIES, DType, Shape, get_dtype
+from variants import FAMILIES, DType, Shape, get_dtype, runs_on
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,8 @@ class TunedRepkv:
 
     def choice(self, shape: Shape, dtype: DType) -> Choice:
         found = select(self.index, self.gpu, shape, dtype, other_gpus=True)
+        if found is not None and not runs_on(found.candidate.config, self.identity.compute_capability):
+            found = None  # borrowed from a newer GPU
         if found is None:
             raise NoConfiguration(
                 f"no tuned configuration can serve {shape} {dtype.name}; run python -m tuner"

@@ -136,7 +136,7 @@ class _Launchers:
     def _build(self, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> _Launcher:
         from results.selection import generic_config, shortlist
         from tuner.gpus import InvalidGpuLabel, default_label
-        from variants import Shape, get_dtype
+        from variants import Shape, get_dtype, runs_on
 
         shape, dtype = Shape(*shape_tuple), get_dtype(dtype_name)
         name = torch.cuda.get_device_name(device)
@@ -145,6 +145,8 @@ class _Launchers:
         except InvalidGpuLabel:
             gpu = ""
         listed = shortlist(self.index(), gpu, shape, dtype, other_gpus=True) if gpu else []
+        major, minor = torch.cuda.get_device_capability(device)
+        listed = [c for c in listed if runs_on(c.candidate.config, 10 * major + minor)]  # borrowed ones
         if not listed:
             config = generic_config(shape, dtype)
             log.warning("nothing tuned serves %s %s on %s; using %s", shape, dtype.name, name, config.key)
