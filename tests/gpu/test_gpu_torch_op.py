@@ -59,6 +59,20 @@ def test_every_element_is_written_and_out_is_respected() -> None:
     torch.testing.assert_close(out.double(), reference_backward(dout.double(), 8), atol=2e-2, rtol=1.6e-2)
 
 
+def test_a_view_at_an_odd_offset_is_copied_and_an_odd_out_refused() -> None:
+    n = 2 * 16 * 3 * 8 * 64
+    flat = torch.randn(n + 1, device="cuda", dtype=torch.bfloat16)
+    dout = flat[1:].view(2, 16, 3, 8, 64)  # 2 bytes past a 16-byte boundary
+    assert dout.data_ptr() % 16
+    expected = reference_backward(dout.double(), 2)
+    torch.testing.assert_close(repkv_backward(dout, 2).double(), expected, atol=2e-2, rtol=1.6e-2)
+    out = torch.empty(2 * 16 * 12 * 64 + 1, device="cuda", dtype=torch.bfloat16)[1:].view(2, 16, 12, 64)
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        repkv_backward(dout, 2, out=out)
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        torch.ops.repkv_tune.repkv_backward_out(dout, 2, out)
+
+
 def test_a_tuned_shape_is_served_exactly() -> None:
     key, how, race = served((8, 1024, 32, 8, 128), torch.bfloat16)
     assert how == "exact" and not race, key

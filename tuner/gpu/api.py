@@ -78,6 +78,8 @@ class TunedRepkv:
         dt = get_dtype(name)
         if source.size != shape.dout_numel or not source.flags.c_contiguous:
             raise ValueError(f"dout must be a contiguous array of {shape.dout_numel} elements for {shape}")
+        if source.data.ptr % 16:  # a view at an odd offset: 16-byte loads would fault
+            source = source.copy()
         dinp = cp.empty((B, T, shape.heads_in, HD), dtype=source.dtype)
         config = self.choice(shape, dt).candidate.config
         self.kernels.launcher(shape, dt, config, self.identity.sm_count, dinp, source)()

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+ALIGNMENT = 16  # bytes: the widest word a kernel loads or stores
 
 
 def _check(dout_shape: tuple[int, ...], NH_KV: int) -> tuple[int, int, int, int, int]:
@@ -470,7 +471,7 @@ def _tuned(dout: torch.Tensor) -> bool:
 
 def _backward_into(dinp: torch.Tensor, dout: torch.Tensor, NH_KV: int) -> None:
     if _tuned(dout):
-        dout = dout.contiguous()
+        dout = _aligned(dout)
         device = dout.get_device()
         _launch(_plan(dout, NH_KV, device)[0], dinp, dout, device)
     else:
@@ -485,6 +486,19 @@ def _check_out(out: torch.Tensor, dout: torch.Tensor, expected: tuple[int, ...])
         )
     if not out.is_contiguous():
         raise ValueError("out must be contiguous")
+    if out.is_cuda and out.data_ptr() % ALIGNMENT:
+        raise ValueError(
+            f"out must start on a {ALIGNMENT}-byte boundary (the tuned kernels move 16-byte words); "
+            f"it starts {out.data_ptr() % ALIGNMENT} bytes past one (a view at an offset?)"
+        )
+
+
+def _aligned(dout: torch.Tensor) -> torch.Tensor:
+    """dout, contiguous and starting on a 16-byte boundary (a copy where it is not: a view at an
+    odd offset would make a 16-byte load fault)."""
+    if not dout.is_contiguous():
+        dout = dout.contiguous()
+    return dout.clone() if dout.data_ptr() % ALIGNMENT else dout
 
 
 def _eager_ok(dout: torch.Tensor) -> bool:
@@ -500,8 +514,7 @@ def _eager_ok(dout: torch.Tensor) -> bool:
 
 
 def _eager_backward(dout: torch.Tensor, NH_KV: int, out: torch.Tensor | None) -> torch.Tensor:
-    if not dout.is_contiguous():
-        dout = dout.contiguous()
+    dout = _aligned(dout)
     device = dout.get_device()
     launcher, shape = _plan(dout, NH_KV, device)
     if out is None:
