@@ -25,6 +25,7 @@ class Recipe:
     source_hash: str  # of the family's current source: GET /kernels/{source_hash}
     grid: int
     block: int
+    min_compute_capability: int  # 10*major + minor of the oldest GPU it runs on; 0: any
     measured_source_hash: str | None  # the source the time was measured with
 
     @property
@@ -55,5 +56,6 @@ def build_recipe(candidate: Candidate, shape: Shape, dtype: DType) -> Recipe | s
         source_hash=family.source_hash,
         grid=int(launch.grid),
         block=int(launch.block),
+        min_compute_capability=family.min_compute_capability,
         measured_source_hash=candidate.source_hash,
     )

@@ -36,6 +36,11 @@ class KernelRecipe(BaseModel):
     source: str | None = Field(None, description="the CUDA source itself, with include_source=true")
     grid: int = Field(description="blocks (1-D grid) for the requested shape")
     block: int = Field(description="threads per block")
+    min_compute_capability: int = Field(
+        0,
+        description="the oldest GPU the kernel runs on, as 10*major + minor (90: Hopper, "
+        "whose bulk copy the bulk family uses); 0: any. Compiled for an older GPU it traps",
+    )
 
 
 class Measurement(BaseModel):

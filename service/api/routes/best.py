@@ -82,6 +82,7 @@ def answer(
             source=variants.get_family(recipe.family).source if include_source else None,
             grid=recipe.grid,
             block=recipe.block,
+            min_compute_capability=recipe.min_compute_capability,
         ),
         measured=Measurement(
             time_ms=candidate.time_ms,

@@ -201,3 +201,18 @@ def test_other_gpus_answers_a_gpu_without_results_and_names_the_measuring_one(cl
     assert body["gpu"] == "v100" and body["measured_gpu"] == "h100"
     own = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200", "other_gpus": True}))
     assert own["measured_gpu"] == "h200"
+
+
+def test_a_hopper_only_kernel_says_so(tmp_path) -> None:
+    bulk = {"block": 128, "groups": 2, "stages": 3, "blocks_per_sm": 0, "l2": "none"}
+    rows = [
+        trial("h200", S1, "bf16", "vec", VEC16, 0.10, number=0),
+        trial("h200", S1, "bf16", "bulk", bulk, 0.09, number=1),
+    ]
+    write_table(rows, tmp_path, "run")
+    with make_client(tmp_path) as client:
+        assert client.app.state.store.wait_ready(30)
+        body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}))
+    assert body["kernel"]["family"] == "bulk"
+    assert body["kernel"]["min_compute_capability"] == 90
+    assert variants.get_family("vec").min_compute_capability == 0
