@@ -52,7 +52,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--shape", action="append", help="B=..,T=..,NH=..,NH_KV=..,HD=.. (default: SHAPES)")
     parser.add_argument("--dtype", default="fp32,bf16,fp16")
-    parser.add_argument("--family", default="bulk", help="comma list of families to sweep")
+    parser.add_argument("--family", default="bulk", help="comma list of families to sweep, or all")
+    parser.add_argument(
+        "--hold-us",
+        type=float,
+        default=0.0,
+        help="GPU-side wait after each L2 flush, as bench_kernels.py --hold-us (default 0: as the tuner)",
+    )
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--render", type=Path, help="print the summary of a frontier.parquet and exit")
     args = parser.parse_args()
@@ -64,10 +70,11 @@ def main() -> int:
     from tuner.gpu.runner import GpuRunner  # a worker process: a hang or crash costs one trial
 
     index = build_index(load_results(bundled_results_dir())[0])
-    families = [FAMILIES[name] for name in args.family.split(",")]
+    names = list(FAMILIES) if args.family == "all" else args.family.split(",")
+    families = [FAMILIES[name] for name in names]
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
-    with GpuRunner(reps=args.reps) as runner:
+    with GpuRunner(reps=args.reps, hold_us=args.hold_us) as runner:
         identity = runner.identity
         print(f"{identity.name}, {identity.sm_count} SMs, driver {identity.driver_version}", flush=True)
         for text in args.shape or SHAPES:
@@ -80,7 +87,7 @@ def main() -> int:
                 runner.prepare([(shape, dtype, c) for c in tuned + configs])
                 copy_ms = runner.copy_time(shape, dtype)
                 base = {**shape.as_dict(), "dtype": name, "MB": shape.bytes_moved(dtype) / 1e6}
-                base |= {"gpu": args.gpu, "copy_ms": copy_ms}
+                base |= {"gpu": args.gpu, "copy_ms": copy_ms, "hold_us": args.hold_us}
                 group = []
                 for role, config in (
                     [("tuned", c) for c in tuned]
@@ -118,6 +125,8 @@ def summarize(group: pd.DataFrame, copy_ms: float) -> str:
     tuned = ok[ok["role"] == "tuned"]
     if len(tuned):
         lines.append(line("tuned winner", tuned.loc[tuned["time_ms"].idxmin()], copy_ms))
+    for family, rows in ok[ok["role"] == "candidate"].groupby("family", sort=False):
+        lines.append(line(f"best {family}", rows.loc[rows["time_ms"].idxmin()], copy_ms))
     candidates = ok[(ok["role"] == "candidate") & ok["family"].eq("bulk")]
     values = candidates[["p_blocks_per_sm", "p_l2"]].rename(columns=lambda c: c[2:]).to_dict("records")
     for idea, has in IDEAS.items():

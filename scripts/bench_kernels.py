@@ -615,19 +615,8 @@ def report(bench: PeerBench) -> str:
 
 # --- on the GPU ---------------------------------------------------------------------------------
 
-# An empty kernel (the fixed cost of one launch) and a wait on the GPU's global timer, issued
-# after each L2 flush so that the CPU has queued the timed call before the GPU reaches it.
-AUX_SOURCE = r"""
-extern "C" __global__ void empty_kernel() {}
-
-extern "C" __global__ void hold_ns(unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < ns);
-}
-"""
+# An empty kernel: the fixed cost of one launch.
+EMPTY_SOURCE = 'extern "C" __global__ void empty_kernel() {}'
 
 
 def _version(module: str) -> str:
@@ -640,7 +629,6 @@ def _version(module: str) -> str:
 def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
     """The session on GPU 0, its flush followed by the hold, torch on the same stream."""
     import cupy as cp
-    import numpy as np
     import torch
 
     from tuner.gpu.peers import as_storage, as_torch
@@ -648,21 +636,10 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
     from tuner.gpu.timing import time_device_copy, time_launches
     from tuner.gpus import default_label
 
-    session = DeviceSession(reps=plan.reps)
+    # Every timed call, the session's own (its kernels) included, goes through its flush and hold.
+    session = DeviceSession(reps=plan.reps, hold_us=plan.hold_us)
     torch.cuda.set_device(session.device.id)
-    module = cp.RawModule(code=AUX_SOURCE)
-    empty_kernel = module.get_function("empty_kernel")
-    hold = module.get_function("hold_ns")
-    hold_ns = np.uint64(int(plan.hold_us * 1000))
-    flush_l2 = session.flush
-
-    def flush() -> None:
-        flush_l2()
-        if hold_ns:
-            hold((1,), (1,), (hold_ns,))
-
-    # Every timed call, the session's own (its kernels) included, goes through this flush.
-    session.flush = flush
+    empty_kernel = cp.RawModule(code=EMPTY_SOURCE).get_function("empty_kernel")
     cupy_stream = cp.cuda.get_current_stream().ptr
     if torch.cuda.current_stream().cuda_stream != cupy_stream:
         torch.cuda.set_stream(torch.cuda.ExternalStream(cupy_stream))

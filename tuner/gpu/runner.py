@@ -95,6 +95,7 @@ class GpuRunner(Runner):
         compile_timeout_s: float = 300.0,
         start_timeout_s: float = 180.0,
         reps: int = 50,
+        hold_us: float = 0.0,
     ):
         super().__init__()
         self.device = device
@@ -103,6 +104,7 @@ class GpuRunner(Runner):
         self.start_timeout_s = start_timeout_s
         self.families = dict(families) if families is not None else None
         self.reps = reps
+        self.hold_us = hold_us
         self.restarts = 0
         self._copy_ms: dict[tuple[Shape, str], float] = {}
         self._context = mp.get_context("spawn")
@@ -122,7 +124,7 @@ class GpuRunner(Runner):
 
         parent, child = self._context.Pipe()
         process = self._context.Process(
-            target=serve, args=(child, self.device, self.families, self.reps), daemon=True
+            target=serve, args=(child, self.device, self.families, self.reps, self.hold_us), daemon=True
         )
         process.start()
         child.close()

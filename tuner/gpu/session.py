@@ -87,12 +87,18 @@ def _pci_bus_id(device: cp.cuda.Device, props: dict) -> str:
 
 
 class DeviceSession:
-    def __init__(self, device: int = 0, families: Mapping[str, Family] | None = None, reps: int = 50):
+    def __init__(
+        self,
+        device: int = 0,
+        families: Mapping[str, Family] | None = None,
+        reps: int = 50,
+        hold_us: float = 0.0,
+    ):
         self.device = cp.cuda.Device(device)
         self.device.use()
         self.families = dict(FAMILIES if families is None else families)
         self.kernels = Kernels(self.families)
-        self.flush = L2Flusher(self.device)
+        self.flush = L2Flusher(self.device, hold_us)
         self.identity = read_identity(self.device)
         self.reps = reps
         self._buffers: tuple[tuple[Shape, str], cp.ndarray, cp.ndarray] | None = None

@@ -18,17 +18,39 @@ class Timing:
     reps: int
 
 
+# A wait on the GPU's global timer, issued after the flush so that the CPU has queued the timed
+# call before the GPU reaches it.
+HOLD_SOURCE = r"""
+extern "C" __global__ void hold_ns(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+"""
+
+
 class L2Flusher:
     """Reads a buffer twice the size of L2 so the next launch starts with a cold cache
-    (a read leaves clean lines, so no write-back lands inside the timed kernel)."""
+    (a read leaves clean lines, so no write-back lands inside the timed kernel).
 
-    def __init__(self, device: cp.cuda.Device):
+    With `hold_us` > 0 the GPU then waits that long, so the timed call is already queued when
+    it starts: the time is the GPU's alone. Without it, a kernel shorter than the CPU's launch
+    cost is timed from the flush's end, launch gap included (a few microseconds)."""
+
+    def __init__(self, device: cp.cuda.Device, hold_us: float = 0.0):
         l2_bytes = int(device.attributes.get("L2CacheSize", 64 * 2**20))
         self.buffer = cp.ones(2 * l2_bytes // 4, dtype=cp.float32)
         self._sink = cp.empty((), dtype=cp.float32)
+        self.hold_us = float(hold_us)
+        self._hold_ns = np.uint64(int(self.hold_us * 1000))
+        self._hold = cp.RawModule(code=HOLD_SOURCE).get_function("hold_ns") if self._hold_ns else None
 
     def __call__(self) -> None:
         cp.max(self.buffer, out=self._sink)
+        if self._hold is not None:
+            self._hold((1,), (1,), (self._hold_ns,))
 
 
 def time_launches(

@@ -17,14 +17,16 @@ from multiprocessing.connection import Connection
 from variants import Family
 
 
-def serve(conn: Connection, device: int, families: Mapping[str, Family] | None, reps: int) -> None:
+def serve(
+    conn: Connection, device: int, families: Mapping[str, Family] | None, reps: int, hold_us: float = 0.0
+) -> None:
     # Ctrl-C in the terminal reaches the whole process group: the parent decides (it stops
     # between trials, or kills this process on a second Ctrl-C); a trial is never cut here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from tuner.gpu.session import DeviceSession, StickyCudaError
 
     try:
-        session = DeviceSession(device, families, reps=reps)
+        session = DeviceSession(device, families, reps=reps, hold_us=hold_us)
     except Exception:
         conn.send(("error", traceback.format_exc()))
         return
