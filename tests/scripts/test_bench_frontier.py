@@ -1,0 +1,56 @@
+"""scripts/bench_frontier.py: the per-idea summary of a sweep, from its parquet (no GPU)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sweep_rows() -> pd.DataFrame:
+    base = {"B": 2, "T": 8, "NH": 8, "NH_KV": 2, "HD": 64, "dtype": "bf16", "MB": 1.0, "copy_ms": 0.010}
+    rows = [
+        {"role": "tuned", "family": "split", "config_key": "split[a]", "time_ms": 0.0100},
+        {"role": "candidate", "family": "bulk", "config_key": "bulk[tile]", "time_ms": 0.0095},
+        {"role": "candidate", "family": "bulk", "config_key": "bulk[persistent]", "time_ms": 0.0110},
+        {"role": "candidate", "family": "bulk", "config_key": "bulk[evict]", "time_ms": 0.0120},
+        {"role": "candidate", "family": "bulk", "config_key": "bulk[broken]", "time_ms": None},
+        {"role": "tuned", "family": "split", "config_key": "split[a]", "time_ms": 0.0098},
+    ]
+    params = [(None, None), (0, "none"), (2, "none"), (0, "evict_first"), (1, "none"), (None, None)]
+    statuses = ["ok", "ok", "ok", "ok", "wrong_result", "ok"]
+    return pd.DataFrame(
+        [
+            base | row | {"p_blocks_per_sm": b, "p_l2": h, "status": s, "message": "" if s == "ok" else "bad"}
+            for row, (b, h), s in zip(rows, params, statuses, strict=True)
+        ]
+    )
+
+
+def test_render_names_the_winner_the_best_of_each_idea_and_the_failures(tmp_path: Path) -> None:
+    sweep_rows().to_parquet(tmp_path / "frontier.parquet", index=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_frontier.py"),
+            "--render",
+            str(tmp_path / "frontier.parquet"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "B=2,T=8,NH=8,NH_KV=2,HD=64 bf16 (1 MB): copy 0.0100 ms"
+    assert "1 failed, e.g. bulk[broken]: wrong_result bad" in lines[1]
+    by_label = {line[:26].strip(): line for line in lines[2:]}
+    assert "0.980x copy" in by_label["tuned winner"]  # the faster of its two timings
+    assert "bulk[tile]" in by_label["best bulk"] and "0.950x" in by_label["best bulk"]
+    assert "bulk[tile]" in by_label["bulk, a block per tile"]
+    assert "bulk[persistent]" in by_label["bulk, persistent"] and "1.100x" in by_label["bulk, persistent"]
+    assert "bulk[evict]" in by_label["bulk + L2 evict_first"]
