@@ -44,6 +44,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results.peaks import peak_gbps  # noqa: E402
 from tuner.peer_bench import (  # noqa: E402
     BENCH_SHAPES,
     CEILING,
@@ -53,7 +54,6 @@ from tuner.peer_bench import (  # noqa: E402
     EMPTY_PEER,
     LAUNCH,
     LLMC,
-    PEAK_GBPS,
     PEER_GROUPS,
     PEER_KINDS,
     QUICK_DTYPES,
@@ -132,7 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="wall-clock seconds for the run: compiles that would pass it are skipped (rows with "
         "status 'skipped'); 0 for no limit (default: 450)",
     )
-    parser.add_argument("--peak-gbps", type=float, help="the GPU's peak DRAM bandwidth (default: by label)")
+    parser.add_argument(
+        "--peak-gbps",
+        type=float,
+        help="the GPU's peak DRAM bandwidth (default: by device name, results/peaks.py)",
+    )
     parser.add_argument(
         "--out", type=Path, help="parquet of every row (default: $OUT/peers.parquet when OUT is set)"
     )
@@ -708,7 +712,7 @@ def prepare_kernels(
 def run(args: argparse.Namespace, plan: Plan) -> int:
     start = time.perf_counter()
     device = gpu_device(args, plan)
-    peak = args.peak_gbps or PEAK_GBPS.get(device.label)
+    peak = args.peak_gbps or peak_gbps(device.name)
     meta = device.meta
     versions = ", ".join(
         f"{k.removesuffix('_version')} {v or 'absent'}" for k, v in meta.items() if "version" in k

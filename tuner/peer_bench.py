@@ -21,10 +21,6 @@ from tuner.presets import DEFAULT_SHAPES, MODELS
 from variants import DType, Shape
 from variants.family import BLOCK_SIZES
 
-# Peak DRAM bandwidth (spec sheets, GB/s) by GPU label; --peak-gbps for any other (or for a
-# PCIe H100: 2,000).
-PEAK_GBPS: dict[str, float] = {"h200": 4800.0, "h100": 3350.0, "b200": 8000.0, "a100": 2039.0}
-
 # Shapes of 8-32 MB in every dtype, where a launch's fixed cost shows (bytes_moved, fp32: about
 # 19, 21 and 31 MB; half that in bf16 and fp16).
 SMALL_SHAPES: tuple[Shape, ...] = (

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from results.best import winners
+from results.peaks import frac_peak
 from results.schema import SHAPE_COLUMNS
 from tuner.study_plan import StudyOutcome, StudyPlan
 from variants import DTYPES, FAMILIES, Shape
@@ -30,6 +31,7 @@ WINNER_COLUMNS = (
     "config",
     "time_ms",
     "gbps",
+    "frac_peak",
     "ratio_to_copy",
     "speedup_vs_baseline",
 )
@@ -59,6 +61,10 @@ def winners_table(frame: pd.DataFrame) -> pd.DataFrame:
             "config": [config_text(f, p) for f, p in zip(best["family"], best["params"], strict=True)],
             "time_ms": best["time_ms"].astype(float),
             "gbps": pd.to_numeric(best["gbps"], errors="coerce"),
+            "frac_peak": [
+                frac_peak(g, n)
+                for g, n in zip(pd.to_numeric(best["gbps"], errors="coerce"), best["gpu_name"], strict=True)
+            ],
             "ratio_to_copy": pd.to_numeric(best["ratio_to_copy"], errors="coerce"),
             "speedup_vs_baseline": best["speedup_vs_baseline"].astype(float),
         }
@@ -84,6 +90,7 @@ def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str =
         ("best configuration", "left"),
         ("time", "right"),
         ("GB/s", "right"),
+        ("% peak", "right"),
         ("x copy", "right"),
         ("vs llm.c", "right"),
     ):
@@ -96,6 +103,7 @@ def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str =
             escape(row.config),
             _fmt(row.time_ms, ".4f", " ms"),
             _fmt(row.gbps, ".0f"),
+            _fmt(None if row.frac_peak is None else 100 * row.frac_peak, ".1f", "%"),
             _fmt(row.ratio_to_copy, ".3f"),
             _fmt(row.speedup_vs_baseline, ".2f", "x"),
         )

@@ -50,6 +50,11 @@ class Measurement(BaseModel):
     p20_ms: float | None = None
     p80_ms: float | None = None
     gbps: float | None = None
+    frac_peak: float | None = Field(
+        None,
+        description="gbps over the GPU's peak DRAM bandwidth (results/peaks.py; null for a GPU not "
+        "listed): below about 32 MB read this rather than ratio_to_copy, whose copy has a fixed cost",
+    )
     ratio_to_copy: float | None = Field(None, description="time over a device copy of the same bytes")
     baseline_ms: float | None = Field(None, description="llm.c's kernel1 at block 128, same GPU and shape")
     speedup_vs_baseline: float | None = None

@@ -13,18 +13,10 @@ import pandas as pd
 import variants
 from results.best import baseline_rows, winners
 from results.index import StoreIndex, shape_tuple
+from results.peaks import PEAK_GBPS
 from results.schema import GROUP_COLUMNS, SHAPE_COLUMNS, Status
 from results.selection import rank_groups, select
 from variants import DType, Shape
-
-# Peak DRAM bandwidth of the GPUs whose figure is known, in GB/s (10^9 bytes/s), by the name
-# the device reports (`gpu_name`), from NVIDIA's data sheets. A GPU not listed gets no peak line.
-PEAK_GBPS: dict[str, float] = {
-    "NVIDIA H200": 4800.0,
-    "NVIDIA H200 NVL": 4800.0,
-    "NVIDIA H100 80GB HBM3": 3350.0,  # H100 SXM5
-    "NVIDIA H100 PCIe": 2000.0,
-}
 
 OVERVIEW_COLUMNS = [
     *GROUP_COLUMNS,

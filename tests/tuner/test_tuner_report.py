@@ -5,6 +5,7 @@ import json
 import math
 
 import pandas as pd
+import pytest
 
 from tuner.report import WINNER_COLUMNS, exclusion_groups, write_winners
 
@@ -35,3 +36,22 @@ def test_winners_as_json_and_csv() -> None:
     out = io.StringIO()
     write_winners(table, "csv", out)
     assert out.getvalue().splitlines()[0] == ",".join(WINNER_COLUMNS)
+
+
+def test_winners_give_the_fraction_of_the_peak_where_the_device_is_known() -> None:
+    from trial_rows import S1, VEC16, trial
+
+    from tuner.report import render_winners, winners_table
+    from variants import get_dtype
+
+    rows = [
+        trial("h200", S1, "bf16", "vec", VEC16, 0.1, gpu_name="NVIDIA H200"),
+        trial("h100", S1, "bf16", "vec", VEC16, 0.1),  # SYNTHETIC H100: no peak known
+    ]
+    table = winners_table(pd.DataFrame(rows)).set_index("gpu")
+    bytes_moved = S1.bytes_moved(get_dtype("bf16"))
+    assert table.loc["h200", "frac_peak"] == pytest.approx(bytes_moved / 0.1e-3 / 1e9 / 4800)
+    assert pd.isna(table.loc["h100", "frac_peak"])
+    out = io.StringIO()
+    render_winners(table.reset_index(), out)
+    assert "% peak" in out.getvalue() and f"{100 * table.loc['h200', 'frac_peak']:.1f}%" in out.getvalue()

@@ -11,6 +11,7 @@ from fastapi.responses import Response
 import variants
 from results.index import CHOICE_CACHE_SIZE, BoundedCache, StoreIndex
 from results.leave_one_out import TierQuality, rule_quality
+from results.peaks import frac_peak
 from results.selection import Choice, select
 from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
 from service.api.errors import ERROR_RESPONSES, NotFound
@@ -89,6 +90,7 @@ def answer(
             p20_ms=candidate.p20_ms,
             p80_ms=candidate.p80_ms,
             gbps=candidate.gbps,
+            frac_peak=frac_peak(candidate.gbps, candidate.gpu_name),
             ratio_to_copy=candidate.ratio_to_copy,
             baseline_ms=baseline,
             speedup_vs_baseline=baseline / candidate.time_ms if baseline else None,
