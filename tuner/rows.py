@@ -10,6 +10,7 @@ import math
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,11 +45,24 @@ def utc_stamp(now: float | None = None) -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
 
 
+_ISSUED: set[str] = set()
+_ISSUED_LOCK = threading.Lock()
+
+
 def new_run_id(now: float | None = None) -> str:
-    """Unique per process: UTC time, host and pid ('20250101T120000-host-1234')."""
+    """UTC time, host and pid ('20250101T120000-host-1234'); a second run of the same process in
+    the same second gets '-2', '-3', ... (its rows go to `<run_id>.parquet`, which the first
+    run's must not share)."""
     stamp = utc_stamp(now)
     host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40].strip("-") or "host"
-    return f"{stamp}-{host}-{os.getpid()}"
+    base = f"{stamp}-{host}-{os.getpid()}"
+    with _ISSUED_LOCK:
+        run_id, n = base, 1
+        while run_id in _ISSUED:
+            n += 1
+            run_id = f"{base}-{n}"
+        _ISSUED.add(run_id)
+    return run_id
 
 
 def objective_value(row: Mapping[str, Any]) -> float:

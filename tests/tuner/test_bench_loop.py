@@ -313,7 +313,7 @@ def test_first_pass_skips_compiles_past_the_budget(script, monkeypatch) -> None:
 
 def test_tuned_rows_come_from_the_store_exact_or_nearest(script) -> None:
     bf16 = DTYPES["bf16"]
-    exact, nearest = Shape(8, 1024, 32, 8, 128), Shape(1, 512, 32, 8, 64)
+    exact, nearest = Shape(8, 1024, 32, 8, 128), Shape(1, 384, 32, 8, 64)
     pairs = [(exact, bf16), (nearest, bf16)]
     said = []
     choices = script.tuned_choices(REPO / "results" / "data", "h200", pairs, said.append)

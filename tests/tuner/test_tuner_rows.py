@@ -52,3 +52,11 @@ def test_sink_flushes_every_row_and_splits_long_runs_into_parts(tmp_path) -> Non
 
     frame, report = load_results(tmp_path)
     assert len(frame) == 7 and not report.skipped
+
+
+def test_two_runs_of_one_process_in_one_second_get_different_ids() -> None:
+    from tuner.rows import new_run_id
+
+    first, second, third = (new_run_id(now=1_700_000_000.0) for _ in range(3))
+    assert first != second != third != first
+    assert second == f"{first}-2" and third == f"{first}-3"
