@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from results.store import load_results  # noqa: E402
-from tuner.gpu import torch_op  # noqa: E402
+from tuner.gpu import op_race, torch_op  # noqa: E402
 from tuner.gpu.torch_op import reference_backward, repkv, repkv_backward, served  # noqa: E402
 from tuner.gpus import default_label  # noqa: E402
 from tuner.race import RACE_MARGIN  # noqa: E402
@@ -146,7 +146,7 @@ UNTUNED = (3, 1000, 32, 8, 128)  # no bundled result has this B*T: its first cal
 def recording(monkeypatch, tmp_path: Path) -> Path:
     """Races record under tmp_path/rows for this test only; launchers chosen afresh from the
     bundled results alone (an empty user directory), so the untuned shape races again."""
-    monkeypatch.setattr(torch_op, "_RECORD", None)
+    monkeypatch.setattr(op_race, "_RECORD", None)
     monkeypatch.setattr(torch_op, "LAUNCHERS", torch_op._Launchers(tmp_path / "no-user-results"))
     monkeypatch.setattr(torch_op, "_PLANS", {})
     torch_op.record_races(directory=tmp_path / "rows")
@@ -165,7 +165,7 @@ def test_a_recorded_race_writes_the_measurements_as_rows_of_its_own_run(recordin
     assert frame["run_id"].str.startswith(f"race-{gpu}-").all() and frame["run_id"].nunique() == 1
     assert set(map(tuple, frame[["B", "T", "NH", "NH_KV", "HD"]].to_numpy().tolist())) == {UNTUNED}
     assert (ok["copy_ms"] > 0).all() and (ok["ratio_to_copy"] > 0).all()
-    assert (ok["reps"] == torch_op.RACE_REPS).all()
+    assert (ok["reps"] == op_race.RACE_REPS).all()
     medians = dict(zip(ok["config_key"], ok["time_ms"], strict=True))
     assert medians[key] <= min(medians.values()) * (1 + RACE_MARGIN) + 1e-12
     assert dict(race) == pytest.approx(medians)
@@ -195,7 +195,7 @@ def assert_backward(dinp: torch.Tensor, dout: torch.Tensor) -> None:
 
 
 def test_recording_through_the_environment(monkeypatch, recording: Path, tmp_path: Path) -> None:
-    monkeypatch.setattr(torch_op, "_RECORD", None)
+    monkeypatch.setattr(op_race, "_RECORD", None)
     monkeypatch.setenv("REPKV_RECORD", "1")
     monkeypatch.setenv("REPKV_RESULTS_DIR", str(tmp_path / "user"))
     dout = untuned_dout(torch.float16)

@@ -1,0 +1,118 @@
+"""tuner.gpu.op_race without a GPU: a race on fake timings keeps the fastest, records validated
+rows that the store reads back, never breaks the call when it cannot write, and records only
+where the user allows it."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+class FakeBench:
+    """Times from a table (config key -> samples); `check` fails as told; a fixed copy time."""
+
+    def __init__(self, times: dict, wrong: tuple[str, ...] = (), uncheckable: tuple[str, ...] = ()):
+        self.times, self.wrong, self.uncheckable = times, wrong, uncheckable
+        self.checked: list[str] = []
+
+    def time(self, launcher) -> list[float]:
+        return self.times[launcher.config_key]
+
+    def check(self, launcher) -> None:
+        from tuner.race_record import WrongResult
+
+        self.checked.append(launcher.config_key)
+        if launcher.config_key in self.wrong:
+            raise WrongResult("3 of 96 elements wrong")
+        if launcher.config_key in self.uncheckable:
+            raise MemoryError("out of memory")
+
+    def copy_ms(self) -> float:
+        return 0.03
+
+
+def _fake_launchers():
+    from results.selection import generic_configs
+    from tuner.gpu.torch_op import _Launcher
+    from variants import DTYPES
+
+    return [
+        _Launcher(function=0, grid=1, block=1, config_key=c.key, config=c, served_from="nearest", _keep=())
+        for c in generic_configs(DTYPES["bf16"])
+    ]
+
+
+def _race_on(bench, launchers, recorder):
+    from tuner.gpu.op_race import _race_on
+    from variants import DTYPES, Shape
+
+    return _race_on(bench, launchers, Shape(3, 1000, 32, 8, 128), DTYPES["bf16"], 0, "h200", recorder)
+
+
+@pytest.fixture
+def known_device(monkeypatch):
+    import tuner_fakes as F
+
+    from tuner.gpu import op_race
+
+    monkeypatch.setattr(op_race, "_IDENTITIES", {0: F.IDENTITY})
+
+
+def test_the_race_keeps_the_fastest_and_says_so_without_recording() -> None:
+    launchers = _fake_launchers()
+    times = {lch.config_key: [0.05] for lch in launchers}
+    times[launchers[2].config_key] = [0.03]
+    bench = FakeBench(times)
+    winner = _race_on(bench, launchers, None)
+    assert winner is launchers[2] and winner.served_from == "raced"
+    assert [key for key, _ in winner.race] == [lch.config_key for lch in launchers]
+    assert not bench.checked  # validation is the recording's, not the race's
+
+
+def test_a_recorded_race_writes_validated_rows_the_store_reads_back(tmp_path, known_device) -> None:
+    from results.store import load_results
+    from tuner.race_record import RaceRecorder
+
+    launchers = _fake_launchers()
+    keys = [lch.config_key for lch in launchers]
+    times = {keys[0]: [0.05] * 7, keys[1]: [0.04] * 7, keys[2]: [0.02] * 7, keys[3]: [0.06] * 7}
+    bench = FakeBench(times, wrong=(keys[2],), uncheckable=(keys[3],))
+    winner = _race_on(bench, launchers, RaceRecorder(tmp_path))
+    assert winner is launchers[1]  # the wrong one was faster and skipped
+    assert bench.checked == keys
+    frame, report = load_results(tmp_path)
+    assert not report.dropped and not report.skipped
+    statuses = dict(zip(frame["config_key"], frame["status"], strict=True))
+    # the one whose check could not run raced but is not recorded: a row claims a validated output
+    assert statuses == {keys[0]: "ok", keys[1]: "ok", keys[2]: "wrong_result"}
+    assert set(frame["copy_ms"]) == {0.03} and frame["run_id"].str.startswith("race-h200-").all()
+    assert set(frame["gpu"]) == {"h200"} and set(frame["dtype"]) == {"bf16"}
+
+
+def test_a_recording_that_cannot_write_does_not_break_the_call(tmp_path, known_device) -> None:
+    from tuner.race_record import RaceRecorder
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    launchers = _fake_launchers()
+    bench = FakeBench({lch.config_key: [0.05] for lch in launchers})
+    assert _race_on(bench, launchers, RaceRecorder(blocker)) is launchers[0]
+
+
+def test_recording_is_off_by_default_and_switched_by_env_or_call(tmp_path, monkeypatch) -> None:
+    from tuner.gpu import op_race, torch_op
+
+    monkeypatch.setattr(op_race, "_RECORD", None)
+    monkeypatch.delenv("REPKV_RECORD", raising=False)
+    assert op_race._recording_directory() is None and op_race._recorder() is None
+    monkeypatch.setenv("REPKV_RECORD", "1")
+    monkeypatch.setenv("REPKV_RESULTS_DIR", str(tmp_path / "mine"))
+    assert op_race._recording_directory() == tmp_path / "mine"
+    assert op_race._recorder().directory == tmp_path / "mine"
+    torch_op.record_races(False)
+    assert op_race._recording_directory() is None
+    torch_op.record_races(directory=tmp_path / "there")
+    assert op_race._recording_directory() == tmp_path / "there"
+    monkeypatch.setenv("REPKV_RECORD", "0")
+    assert op_race._recording_directory() == tmp_path / "there"  # the call overrides the env

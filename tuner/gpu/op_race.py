@@ -1,0 +1,268 @@
+"""The race a PyTorch op runs on the first call for a shape nobody tuned: the shortlist's kernels
+timed on the device (fresh random dout, L2 flushed before every call, median of RACE_REPS), the
+decision left to `tuner.race`, and, where the user allows it, the measurements recorded as trial
+rows of this process's own run (`tuner.race_record`). `tuner.gpu.torch_op` calls `race` once
+per (shape, dtype, device) and keeps the winner."""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from tuner.race import run_race
+
+if TYPE_CHECKING:
+    from tuner.gpu.torch_op import _Launcher
+    from tuner.race import RaceResult
+    from tuner.race_record import RaceRecorder
+    from tuner.runner import GpuIdentity
+    from variants import DType, Shape
+
+log = logging.getLogger("tuner.gpu.torch_op")
+
+RACE = os.environ.get("REPKV_RACE", "1") != "0"
+RACE_REPS = 7
+COPY_ROUNDS = 3  # the device copy a recorded race is held to: the fastest of this many medians
+VALIDATION_CHUNK = 2**24  # elements validated at a time: float64 work of ~128 MiB beside training
+
+
+class _RaceBench:
+    """What a race times with, on one device and stream: fresh random dout, a dinp, and a
+    buffer twice the L2 written before every timed call so each starts with a cold cache."""
+
+    def __init__(self, shape: Shape, dtype: DType, device: int, stream: torch.cuda.Stream) -> None:
+        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype.name]
+        self.shape, self.dtype, self.device, self.stream = shape, dtype, device, stream
+        dout_shape = (shape.B, shape.T, 3, shape.NH, shape.HD)
+        dinp_shape = (shape.B, shape.T, shape.heads_in, shape.HD)
+        self.dout = torch.randn(dout_shape, device=device, dtype=torch_dtype)
+        self.dinp = torch.empty(dinp_shape, device=device, dtype=torch_dtype)
+        l2 = torch.cuda.get_device_properties(device).L2_cache_size
+        self.flush = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=device)
+
+    def samples(self, launch: Callable[[], None]) -> list[float]:
+        """RACE_REPS CUDA-event times (ms) of `launch` on the current stream, L2 flushed
+        before each, after one untimed call."""
+        samples = []
+        for rep in range(RACE_REPS + 1):
+            self.flush.fill_(rep)
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            launch()
+            stop.record()
+            stop.synchronize()
+            if rep:
+                samples.append(start.elapsed_time(stop))
+        return samples
+
+    def launch(self, launcher: _Launcher) -> None:
+        launcher(self.dinp.data_ptr(), self.dout.data_ptr(), self.stream.cuda_stream)
+
+    def time(self, launcher: _Launcher) -> list[float]:
+        return self.samples(lambda: self.launch(launcher))
+
+    def check(self, launcher: _Launcher) -> None:
+        """One launch into a NaN-poisoned dinp, every element compared with the float64
+        reference (`variants.reference.validate_output`, the tuner's validator); raises
+        WrongResult when any differs."""
+        import cupy as cp
+
+        from tuner.race_record import WrongResult
+        from variants.reference import validate_output
+
+        self.dinp.fill_(float("nan"))
+        self.launch(launcher)
+        self.stream.synchronize()
+        with cp.cuda.Device(self.device):
+            validation = validate_output(
+                _storage(self.dinp, cp),
+                _storage(self.dout, cp),
+                self.shape,
+                self.dtype,
+                cp,
+                chunk_elements=VALIDATION_CHUNK,
+            )
+            cp.cuda.get_current_stream().synchronize()
+            cp.get_default_memory_pool().free_all_blocks()
+        if not validation.ok:
+            raise WrongResult(validation.summary())
+
+    def copy_ms(self) -> float:
+        """A device-to-device copy of half the shape's bytes (as many read as written), timed
+        as the candidates are: the fastest of COPY_ROUNDS medians (the tuner's rule)."""
+        nbytes = self.shape.bytes_moved(self.dtype) // 2
+        source = torch.ones(nbytes, dtype=torch.uint8, device=self.device)
+        target = torch.empty_like(source)
+        return min(statistics.median(self.samples(lambda: target.copy_(source))) for _ in range(COPY_ROUNDS))
+
+
+def _storage(tensor: torch.Tensor, cp):
+    """A CuPy view of a tensor's storage as the validator reads it (bf16 as uint16 bits)."""
+    if tensor.dtype == torch.bfloat16:
+        return cp.from_dlpack(tensor.view(torch.int16)).view(cp.uint16)
+    return cp.from_dlpack(tensor)
+
+
+def race(launchers: list[_Launcher], shape: Shape, dtype: DType, device: int, gpu: str) -> _Launcher:
+    """Time each candidate on fresh input (L2 flushed before every call; median of
+    RACE_REPS) and keep the fastest for the process (`tuner.race`: the served configuration
+    stays unless another beats it by more than RACE_MARGIN; a candidate that fails is
+    skipped). Takes milliseconds once compiled. When recording, each candidate's output is
+    validated before it is timed, a device copy of the same bytes is timed too, and the
+    measurements are written as rows of this process's race run."""
+    recorder = _recorder()
+    with torch.cuda.device(device):
+        stream = torch.cuda.Stream(device)
+        with torch.cuda.stream(stream):
+            bench = _RaceBench(shape, dtype, device, stream)
+            winner = _race_on(bench, launchers, shape, dtype, device, gpu, recorder)
+        stream.synchronize()
+    return winner
+
+
+def _race_on(
+    bench: _RaceBench,
+    launchers: list[_Launcher],
+    shape: Shape,
+    dtype: DType,
+    device: int,
+    gpu: str,
+    recorder: RaceRecorder | None,
+) -> _Launcher:
+    """The race on a bench (`_RaceBench`: `time`, `check`, `copy_ms`), recorded by
+    `recorder` unless it is None."""
+    unchecked: set[int] = set()  # ids of candidates whose check itself failed
+
+    def time_candidate(launcher: _Launcher) -> list[float]:
+        if recorder is not None:
+            _check_for_recording(bench, launcher, unchecked)
+        return bench.time(launcher)
+
+    result = run_race(launchers, time_candidate, describe=lambda lch: lch.config_key)
+    copy_ms = _copy_ms_or_none(bench) if recorder is not None and result.timed else None
+    timings = ", ".join(f"{t.candidate.config_key} {t.median_ms:.4f} ms" for t in result.timed)
+    log.info("raced %s for %s %s: %s", len(launchers), shape, dtype.name, timings or "every one failed")
+    winner = result.winner
+    if result.timed:
+        winner.served_from = "raced"
+        winner.race = tuple((t.candidate.config_key, t.median_ms) for t in result.timed)
+    if recorder is not None:
+        checked = replace(result, timed=tuple(t for t in result.timed if id(t.candidate) not in unchecked))
+        recorder.record(gpu, lambda run_id: _race_rows(checked, shape, dtype, device, gpu, copy_ms, run_id))
+    return winner
+
+
+def _check_for_recording(bench: _RaceBench, launcher: _Launcher, unchecked: set[int]) -> None:
+    """Validate a candidate before its time is recorded: a wrong result raises (the race skips
+    it, and its row says so); a check that cannot run (e.g. out of memory) leaves the
+    candidate in the race but out of the rows, which claim a validated output."""
+    from tuner.race_record import WrongResult
+
+    try:
+        bench.check(launcher)
+    except WrongResult:
+        raise
+    except Exception as exc:
+        unchecked.add(id(launcher))
+        log.warning(
+            "could not validate %s for the race's rows: %s: %s", launcher.config_key, type(exc).__name__, exc
+        )
+
+
+def _copy_ms_or_none(bench: _RaceBench) -> float | None:
+    try:
+        return bench.copy_ms()
+    except Exception as exc:
+        log.warning("could not time the device copy for the race's rows: %s: %s", type(exc).__name__, exc)
+        return None
+
+
+def _race_rows(
+    result: RaceResult[_Launcher],
+    shape: Shape,
+    dtype: DType,
+    device: int,
+    gpu: str,
+    copy_ms: float | None,
+    run_id: str,
+) -> list[dict]:
+    from tuner.race_record import race_rows
+
+    return race_rows(
+        result,
+        lambda launcher: launcher.config,
+        identity=_identity(device),
+        gpu=gpu,
+        shape=shape,
+        dtype=dtype,
+        copy_ms=copy_ms,
+        run_id=run_id,
+    )
+
+
+_IDENTITIES: dict[int, GpuIdentity] = {}
+
+
+def _identity(device: int) -> GpuIdentity:
+    """The device as a trial row names it (`tuner.gpu.session.read_identity`), read once."""
+    identity = _IDENTITIES.get(device)
+    if identity is None:
+        import cupy as cp
+
+        from tuner.gpu.session import read_identity
+
+        identity = _IDENTITIES.setdefault(device, read_identity(cp.cuda.Device(device)))
+    return identity
+
+
+# Recording: a race's measurements become trial rows of this process's own run
+# (`tuner.race_record`), where the user allows it: REPKV_RECORD=1 (read when a race runs)
+# records under the user's results directory, `record_races()` anywhere. Off by default.
+_RECORD: Path | bool | None = None  # None: REPKV_RECORD decides; False: off; True: user dir
+_RECORDERS: dict[Path, RaceRecorder] = {}
+
+
+def record_races(enabled: bool = True, directory: Path | str | None = None) -> None:
+    """Record the measurements of every later race of this process as trial rows under
+    `directory` (default: `results.store.user_results_dir()`, i.e. $REPKV_RESULTS_DIR or the
+    user data directory), or stop recording (`enabled=False`). Overrides REPKV_RECORD."""
+    global _RECORD
+    _RECORD = False if not enabled else (Path(directory) if directory is not None else True)
+
+
+def _recording_directory() -> Path | None:
+    setting = _RECORD
+    if setting is None:
+        setting = os.environ.get("REPKV_RECORD", "0") not in ("", "0")
+    if setting is False:
+        return None
+    if setting is True:
+        from results.store import user_results_dir
+
+        return user_results_dir()
+    return setting
+
+
+def _recorder() -> RaceRecorder | None:
+    """The recorder for the directory races are recorded under now, or None (recording off,
+    or it could not be set up: logged, never raised)."""
+    try:
+        directory = _recording_directory()
+        if directory is None:
+            return None
+        recorder = _RECORDERS.get(directory)
+        if recorder is None:
+            from tuner.race_record import RaceRecorder
+
+            recorder = _RECORDERS.setdefault(directory, RaceRecorder(directory))
+        return recorder
+    except Exception as exc:
+        log.warning("not recording the race: %s: %s", type(exc).__name__, exc)
+        return None
