@@ -52,6 +52,7 @@ class Candidate:
     source_hash: str | None
     timestamp: datetime | None
     run_id: str
+    empty_launch_ms: float | None = None  # the same run's empty launch, where it was measured
 
     @property
     def config_key(self) -> str:
@@ -227,7 +228,10 @@ def build_index(
         "source_hash",
         "timestamp",
         "run_id",
+        "empty_launch_ms",
     ]
+    if "empty_launch_ms" not in fastest:  # a frame that did not go through the store's schema
+        fastest = fastest.assign(empty_launch_ms=np.nan)
     for row in fastest[columns].itertuples(index=False, name=None):
         (
             gpu,
@@ -249,6 +253,7 @@ def build_index(
             source_hash,
             timestamp,
             run_id,
+            empty_launch,
         ) = row
         parsed = parse_config(family_name, params_json)
         if parsed is None:
@@ -270,6 +275,7 @@ def build_index(
                 source_hash=_str_or_none(source_hash),
                 timestamp=_timestamp(timestamp),
                 run_id=str(run_id),
+                empty_launch_ms=_finite(empty_launch),
             )
         )
 

@@ -81,6 +81,9 @@ TRIAL_SCHEMA = pa.schema(
         pa.field("gbps", pa.float64()),
         pa.field("copy_ms", pa.float64()),  # device copy of the same bytes, same process
         pa.field("ratio_to_copy", pa.float64()),  # time_ms / copy_ms
+        # an empty kernel's launch in the same process, timed alike: below ~32 MB the copy's
+        # fixed cost makes ratio_to_copy read low; time_ms / empty_launch_ms says how far above it
+        pa.field("empty_launch_ms", pa.float64()),
         # the search that asked for it
         pa.field("study", pa.string()),
         pa.field("sampler", pa.string()),

@@ -66,6 +66,7 @@ class ReplayRunner(Runner):
             cuda_version=str(first["cuda_version"] or ""),
             cupy_version=str(first["cupy_version"] or ""),
             host=str(first["host"] or ""),
+            empty_launch_ms=_recorded_empty_launch(rows),
         )
         self._answers: dict[tuple[str, str, str], Measurement] = {}
         self._copies: dict[GroupKey, float] = {}
@@ -124,6 +125,16 @@ class ReplayRunner(Runner):
             self.missing[(shape.key, dtype.name)] += 1
             return Measurement.failed(Status.MISSING, f"{config.key} is not in the recording")
         return answer
+
+
+def _recorded_empty_launch(rows: pd.DataFrame) -> float | None:
+    """The recording's empty-launch time (the median of its rows'), or None if it has none."""
+    values = (
+        pd.to_numeric(rows.get("empty_launch_ms"), errors="coerce") if "empty_launch_ms" in rows else None
+    )
+    if values is None or values.dropna().empty:
+        return None
+    return float(values.dropna().median())
 
 
 def _answer(measured: pd.DataFrame) -> Measurement:

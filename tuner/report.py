@@ -33,6 +33,7 @@ WINNER_COLUMNS = (
     "gbps",
     "frac_peak",
     "ratio_to_copy",
+    "ratio_to_empty_launch",
     "speedup_vs_baseline",
 )
 
@@ -66,6 +67,10 @@ def winners_table(frame: pd.DataFrame) -> pd.DataFrame:
                 for g, n in zip(pd.to_numeric(best["gbps"], errors="coerce"), best["gpu_name"], strict=True)
             ],
             "ratio_to_copy": pd.to_numeric(best["ratio_to_copy"], errors="coerce"),
+            "ratio_to_empty_launch": best["time_ms"].astype(float)
+            / pd.to_numeric(
+                best.get("empty_launch_ms", pd.Series(float("nan"), index=best.index)), errors="coerce"
+            ),
             "speedup_vs_baseline": best["speedup_vs_baseline"].astype(float),
         }
     )
@@ -92,6 +97,7 @@ def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str =
         ("GB/s", "right"),
         ("% peak", "right"),
         ("x copy", "right"),
+        ("x empty launch", "right"),
         ("vs llm.c", "right"),
     ):
         out.add_column(name, justify=justify)  # type: ignore[arg-type]
@@ -105,6 +111,7 @@ def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str =
             _fmt(row.gbps, ".0f"),
             _fmt(None if row.frac_peak is None else 100 * row.frac_peak, ".1f", "%"),
             _fmt(row.ratio_to_copy, ".3f"),
+            _fmt(row.ratio_to_empty_launch, ".2f", "x"),
             _fmt(row.speedup_vs_baseline, ".2f", "x"),
         )
     console.print(out)

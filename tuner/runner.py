@@ -31,6 +31,9 @@ class GpuIdentity:
     cupy_version: str = ""
     host: str = field(default_factory=socket.gethostname)
     pci_bus_id: str = ""  # "0000:3B:00.0": which of the host's GPUs (one measuring process each)
+    # An empty kernel's launch, timed like every trial (L2 flushed first): the fixed cost in
+    # each time, which a copy of a few MB carries too. None where nothing measured it.
+    empty_launch_ms: float | None = None
 
     def as_row(self) -> dict[str, object]:
         return asdict(self)

@@ -56,6 +56,12 @@ class Measurement(BaseModel):
         "listed): below about 32 MB read this rather than ratio_to_copy, whose copy has a fixed cost",
     )
     ratio_to_copy: float | None = Field(None, description="time over a device copy of the same bytes")
+    empty_launch_ms: float | None = Field(
+        None, description="an empty kernel's launch in the same run, timed alike (null: not measured)"
+    )
+    ratio_to_empty_launch: float | None = Field(
+        None, description="time over empty_launch_ms: how far above a launch's fixed cost the kernel is"
+    )
     baseline_ms: float | None = Field(None, description="llm.c's kernel1 at block 128, same GPU and shape")
     speedup_vs_baseline: float | None = None
     gpu_name: str | None = None

@@ -29,6 +29,7 @@ OVERVIEW_COLUMNS = [
     "gbps",
     "copy_ms",
     "ratio_to_copy",
+    "empty_launch_ms",
     "baseline_ms",
     "speedup_vs_baseline",
     "trials",
@@ -148,8 +149,9 @@ def overview(frame: pd.DataFrame) -> pd.DataFrame:
     best["short_shape"] = best.apply(short_shape, axis=1)
     best["bytes_moved"] = best.apply(_bytes_moved, axis=1).astype(np.int64)
     best["gbps"] = best["bytes_moved"] / (best["time_ms"] * 1e6)
-    if "copy_ms" not in best:
-        best["copy_ms"] = np.nan
+    for column in ("copy_ms", "empty_launch_ms"):
+        if column not in best:
+            best[column] = np.nan
     measured = best["source_hash"] if "source_hash" in best else pd.Series(None, best.index, dtype=object)
     best["source_hash"] = best["family"].map(_current_source_hash)
     best["source_current"] = measured.isna() | (measured == best["source_hash"])
@@ -394,6 +396,7 @@ BANDWIDTH_COLUMNS = [
     "copy_ms",
     "copy_gbps",
     "ratio_to_copy",
+    "ratio_to_empty_launch",
     "baseline_ms",
     "baseline_gbps",
     "source_hash",
@@ -411,6 +414,8 @@ def bandwidth(frame: pd.DataFrame, gpu: str) -> pd.DataFrame:
     copy_ms = pd.to_numeric(table["copy_ms"], errors="coerce").where(lambda c: c > 0)
     table["copy_gbps"] = table["bytes_moved"] / (copy_ms * 1e6)
     table["baseline_gbps"] = table["bytes_moved"] / (pd.to_numeric(table["baseline_ms"]) * 1e6)
+    empty_ms = pd.to_numeric(table["empty_launch_ms"], errors="coerce").where(lambda c: c > 0)
+    table["ratio_to_empty_launch"] = table["time_ms"] / empty_ms
     return table[BANDWIDTH_COLUMNS].reset_index(drop=True)
 
 

@@ -181,14 +181,17 @@ def bandwidth_table(table: pd.DataFrame, peak_gbps: float | None) -> str:
             f"<tr><td>{link(row.short_shape, shape_url(row.gpu, shape, row.dtype))}</td>"
             f"<td>{e(row.dtype)}</td>"
             f"{_cell(row.bytes_moved / 1e6, 1)}{_cell(row.gbps, 0)}{_cell(row.copy_gbps, 0)}"
-            f"{of_peak}{_cell(row.ratio_to_copy, 3)}{_cell(row.baseline_gbps, 0)}"
+            f"{of_peak}{_cell(row.ratio_to_copy, 3)}{_cell(row.ratio_to_empty_launch, 2)}"
+            f"{_cell(row.baseline_gbps, 0)}"
             f"<td><code>{e(row.config_key)}</code></td>"
             f"<td>{winner_links(row.gpu, shape, row.dtype, row.source_hash)}</td></tr>"
         )
     peak_head = "<th>% of peak</th>" if peak_gbps else ""
     head = (
         '<tr><th title="B×T NH/NH_KV/HD">shape</th><th>dtype</th><th>MB moved</th><th>winner GB/s</th>'
-        f"<th>copy GB/s</th>{peak_head}<th>time / copy</th><th>llm.c GB/s</th><th>winner</th>"
+        f"<th>copy GB/s</th>{peak_head}<th>time / copy</th>"
+        '<th title="time over an empty kernel launch of the same run: below ~32 MB the copy carries a '
+        'fixed cost of its own">time / empty launch</th><th>llm.c GB/s</th><th>winner</th>'
         "<th>kernel</th></tr>"
     )
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"

@@ -25,3 +25,11 @@ def test_the_hold_waits_on_the_gpu_after_the_flush() -> None:
         assert cp.cuda.get_elapsed_time(start, end) >= at_least_ms
     # the hold is outside the timed call: an empty launch times the same either way, well below it
     assert time_launches(lambda: None, held, reps=20).median_ms < 0.1
+
+
+def test_a_session_times_an_empty_launch_once() -> None:
+    from tuner.gpu.session import DeviceSession
+
+    session = DeviceSession(reps=10)
+    assert 0.0 < session.identity.empty_launch_ms < 0.05  # a few microseconds
+    session.release()

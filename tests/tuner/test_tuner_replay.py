@@ -31,3 +31,11 @@ def test_replay_answers_recorded_configs_and_reports_missing_ones(recording: Pat
         runner.copy_time(F.SMALL, DTYPES["fp32"])
     with pytest.raises(NoRecording, match="h200"):
         ReplayRunner.from_directory(recording, "a100")
+
+
+def test_a_replay_names_the_recordings_empty_launch(tmp_path: Path) -> None:
+    from results.store import write_table
+
+    rows = [{**r, "empty_launch_ms": 0.004} for r in F.recording_rows([F.SMALL], ["bf16"])[:10]]
+    write_table(rows, tmp_path / "h200", "timed")
+    assert ReplayRunner.from_directory(tmp_path).identity.empty_launch_ms == pytest.approx(0.004)

@@ -45,13 +45,19 @@ def test_winners_give_the_fraction_of_the_peak_where_the_device_is_known() -> No
     from variants import get_dtype
 
     rows = [
-        trial("h200", S1, "bf16", "vec", VEC16, 0.1, gpu_name="NVIDIA H200"),
+        trial("h200", S1, "bf16", "vec", VEC16, 0.1, gpu_name="NVIDIA H200", empty_launch_ms=0.004),
         trial("h100", S1, "bf16", "vec", VEC16, 0.1),  # SYNTHETIC H100: no peak known
     ]
     table = winners_table(pd.DataFrame(rows)).set_index("gpu")
     bytes_moved = S1.bytes_moved(get_dtype("bf16"))
     assert table.loc["h200", "frac_peak"] == pytest.approx(bytes_moved / 0.1e-3 / 1e9 / 4800)
     assert pd.isna(table.loc["h100", "frac_peak"])
+    assert table.loc["h200", "ratio_to_empty_launch"] == pytest.approx(25.0)
+    assert pd.isna(table.loc["h100", "ratio_to_empty_launch"])
     out = io.StringIO()
     render_winners(table.reset_index(), out)
-    assert "% peak" in out.getvalue() and f"{100 * table.loc['h200', 'frac_peak']:.1f}%" in out.getvalue()
+    assert (
+        "% peak" in out.getvalue()
+        and "25.00x" in out.getvalue()
+        and f"{100 * table.loc['h200', 'frac_peak']:.1f}%" in out.getvalue()
+    )

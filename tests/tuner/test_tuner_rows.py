@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 import tuner_fakes as F
 
@@ -60,3 +61,16 @@ def test_two_runs_of_one_process_in_one_second_get_different_ids() -> None:
     first, second, third = (new_run_id(now=1_700_000_000.0) for _ in range(3))
     assert first != second != third != first
     assert second == f"{first}-2" and third == f"{first}-3"
+
+
+def test_a_row_carries_the_runs_empty_launch() -> None:
+    from dataclasses import replace
+
+    m = Measurement(status=Status.OK, time_ms=0.1, p20_ms=0.1, p80_ms=0.1, reps=50)
+    config = FAMILIES["vec"].valid_configs(F.SMALL, DTYPES["bf16"])[0]
+    info = StudyInfo(gpu="h200", run_id="r", study="s", sampler="tpe")
+    timed = replace(F.IDENTITY, empty_launch_ms=0.0035)
+    assert trial_row(timed, F.SMALL, DTYPES["bf16"], config, m, 0.05, info)["empty_launch_ms"] == 0.0035
+    assert trial_row(F.IDENTITY, F.SMALL, DTYPES["bf16"], config, m, 0.05, info)["empty_launch_ms"] is None
+    table = to_table(pd.DataFrame([trial_row(timed, F.SMALL, DTYPES["bf16"], config, m, 0.05, info)]))
+    assert table.column("empty_launch_ms").to_pylist() == [0.0035]  # the schema holds it

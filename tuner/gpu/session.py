@@ -6,6 +6,7 @@ from __future__ import annotations
 import platform
 import socket
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import cupy as cp
 
@@ -103,6 +104,17 @@ class DeviceSession:
         self.reps = reps
         self._buffers: tuple[tuple[Shape, str], cp.ndarray, cp.ndarray] | None = None
         self.warm_up()
+        self.identity = replace(self.identity, empty_launch_ms=self.empty_launch_ms())
+
+    def empty_launch_ms(self, rounds: int = 3) -> float:
+        """An empty kernel timed as a trial is (L2 flushed before each call): the fastest of
+        `rounds` medians."""
+        empty = cp.RawKernel('extern "C" __global__ void empty_kernel() {}', "empty_kernel")
+
+        def launch() -> None:
+            empty((1,), (1,), ())
+
+        return min(time_launches(launch, self.flush, reps=self.reps).median_ms for _ in range(rounds))
 
     def warm_up(self) -> None:
         """Run every step of a trial once, with no kernel, for each dtype: CuPy compiles its

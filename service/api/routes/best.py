@@ -92,6 +92,10 @@ def answer(
             gbps=candidate.gbps,
             frac_peak=frac_peak(candidate.gbps, candidate.gpu_name),
             ratio_to_copy=candidate.ratio_to_copy,
+            empty_launch_ms=candidate.empty_launch_ms,
+            ratio_to_empty_launch=candidate.time_ms / candidate.empty_launch_ms
+            if candidate.empty_launch_ms
+            else None,
             baseline_ms=baseline,
             speedup_vs_baseline=baseline / candidate.time_ms if baseline else None,
             gpu_name=candidate.gpu_name,

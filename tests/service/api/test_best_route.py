@@ -203,11 +203,13 @@ def test_other_gpus_answers_a_gpu_without_results_and_names_the_measuring_one(cl
     assert own["measured_gpu"] == "h200"
 
 
-def test_a_hopper_only_kernel_says_so_and_the_fraction_of_the_peak_is_given(tmp_path) -> None:
+def test_a_hopper_only_kernel_says_so_and_the_peak_and_empty_launch_are_given(tmp_path) -> None:
     bulk = {"block": 128, "groups": 2, "stages": 3, "blocks_per_sm": 0, "l2": "none"}
     rows = [
         trial("h200", S1, "bf16", "vec", VEC16, 0.10, number=0),
-        trial("h200", S1, "bf16", "bulk", bulk, 0.09, number=1, gpu_name="NVIDIA H200"),
+        trial(
+            "h200", S1, "bf16", "bulk", bulk, 0.09, number=1, gpu_name="NVIDIA H200", empty_launch_ms=0.003
+        ),
     ]
     write_table(rows, tmp_path, "run")
     with make_client(tmp_path) as client:
@@ -217,4 +219,6 @@ def test_a_hopper_only_kernel_says_so_and_the_fraction_of_the_peak_is_given(tmp_
     assert body["kernel"]["min_compute_capability"] == 90
     measured = body["measured"]
     assert measured["frac_peak"] == pytest.approx(measured["gbps"] / 4800.0)
+    assert measured["empty_launch_ms"] == pytest.approx(0.003)
+    assert measured["ratio_to_empty_launch"] == pytest.approx(0.09 / 0.003)
     assert variants.get_family("vec").min_compute_capability == 0

@@ -286,7 +286,10 @@ def test_bandwidth_per_shape_against_the_copy_and_the_baseline() -> None:
     assert row["copy_gbps"] == pytest.approx(3000.0)  # the synthetic copy moves 3e9 bytes per ms
     assert row["baseline_gbps"] == pytest.approx(moved / (0.70 * 1e6))
     assert math.isnan(table.iloc[1]["baseline_gbps"])  # fp32: llm.c's kernel was not measured
+    assert math.isnan(row["ratio_to_empty_launch"])  # rows from before the empty launch was timed
     assert data.bandwidth(frame(), "nope").empty
+    timed = pd.DataFrame([{**r, "empty_launch_ms": 0.003} for r in h100_rows() + other_rows()])
+    assert data.bandwidth(timed, "h100").iloc[2]["ratio_to_empty_launch"] == pytest.approx(0.09 / 0.003)
 
 
 def test_peak_bandwidth_only_for_a_known_device() -> None:
