@@ -619,9 +619,6 @@ def report(bench: PeerBench) -> str:
 
 # --- on the GPU ---------------------------------------------------------------------------------
 
-# An empty kernel: the fixed cost of one launch.
-EMPTY_SOURCE = 'extern "C" __global__ void empty_kernel() {}'
-
 
 def _version(module: str) -> str:
     try:
@@ -637,13 +634,12 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
 
     from tuner.gpu.peers import as_storage, as_torch
     from tuner.gpu.session import DeviceSession
-    from tuner.gpu.timing import time_device_copy, time_launches
+    from tuner.gpu.timing import empty_launch, time_device_copy, time_launches
     from tuner.gpus import default_label
 
     # Every timed call, the session's own (its kernels) included, goes through its flush and hold.
     session = DeviceSession(reps=plan.reps, hold_us=plan.hold_us)
     torch.cuda.set_device(session.device.id)
-    empty_kernel = cp.RawModule(code=EMPTY_SOURCE).get_function("empty_kernel")
     cupy_stream = cp.cuda.get_current_stream().ptr
     if torch.cuda.current_stream().cuda_stream != cupy_stream:
         torch.cuda.set_stream(torch.cuda.ExternalStream(cupy_stream))
@@ -665,7 +661,7 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
         xp=cp,
         time_calls=time_launches,
         time_copy=time_device_copy,
-        empty_launch=lambda: empty_kernel((1,), (1,), ()),
+        empty_launch=empty_launch(),
         to_torch=as_torch,
         to_storage=as_storage,
         torch_device="cuda",

@@ -129,12 +129,10 @@ class ReplayRunner(Runner):
 
 def _recorded_empty_launch(rows: pd.DataFrame) -> float | None:
     """The recording's empty-launch time (the median of its rows'), or None if it has none."""
-    values = (
-        pd.to_numeric(rows.get("empty_launch_ms"), errors="coerce") if "empty_launch_ms" in rows else None
-    )
-    if values is None or values.dropna().empty:
+    if "empty_launch_ms" not in rows:
         return None
-    return float(values.dropna().median())
+    values = pd.to_numeric(rows["empty_launch_ms"], errors="coerce").dropna()
+    return float(values.median()) if len(values) else None
 
 
 def _answer(measured: pd.DataFrame) -> Measurement:

@@ -68,9 +68,7 @@ def winners_table(frame: pd.DataFrame) -> pd.DataFrame:
             ],
             "ratio_to_copy": pd.to_numeric(best["ratio_to_copy"], errors="coerce"),
             "ratio_to_empty_launch": best["time_ms"].astype(float)
-            / pd.to_numeric(
-                best.get("empty_launch_ms", pd.Series(float("nan"), index=best.index)), errors="coerce"
-            ),
+            / pd.to_numeric(best["empty_launch_ms"], errors="coerce"),
             "speedup_vs_baseline": best["speedup_vs_baseline"].astype(float),
         }
     )

@@ -50,23 +50,16 @@ def compute_capability_number(text: str | int | None) -> int | None:
         return None
 
 
-def families_for(
-    compute_capability: str | int | None, families: dict[str, Family] | None = None
-) -> dict[str, Family]:
+def families_for(compute_capability: str | int | None) -> dict[str, Family]:
     """The families a GPU of this compute capability ("9.0" or 90) can run; every family when
     the capability is unknown."""
-    registry = FAMILIES if families is None else families
     number = compute_capability_number(compute_capability)
-    if number is None:
-        return dict(registry)
-    return {name: f for name, f in registry.items() if f.min_compute_capability <= number}
+    return {n: f for n, f in FAMILIES.items() if number is None or f.min_compute_capability <= number}
 
 
 def runs_on(config: Config, compute_capability: str | int | None) -> bool:
     """Whether a GPU of this compute capability can run the configuration's family."""
-    family = FAMILIES.get(config.family)
-    number = compute_capability_number(compute_capability)
-    return family is not None and (number is None or family.min_compute_capability <= number)
+    return config.family in families_for(compute_capability)
 
 
 def valid_configs(shape: Shape, dtype: DType, families: dict[str, Family] | None = None) -> list[Config]:

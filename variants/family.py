@@ -24,6 +24,8 @@ COMPILE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 KERNEL_ARGUMENTS = "(T* dinp, const T* dout, int B, int T, int NH, int NH_KV, int HD)"
 
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
+# The widest word a kernel loads or stores: dout and dinp must start on a multiple of it.
+ALIGNMENT = 16
 LOAD_HINTS = ("plain", "ldg", "ldcs")  # template code 0, 1, 2
 STORE_HINTS = ("plain", "stcs")  # template code 0, 1
 

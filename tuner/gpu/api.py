@@ -26,6 +26,7 @@ from tuner.gpu.kernels import Kernels
 from tuner.gpu.session import read_identity
 from tuner.gpus import default_label
 from variants import FAMILIES, DType, Shape, get_dtype, runs_on
+from variants.family import ALIGNMENT
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class TunedRepkv:
         dt = get_dtype(name)
         if source.size != shape.dout_numel or not source.flags.c_contiguous:
             raise ValueError(f"dout must be a contiguous array of {shape.dout_numel} elements for {shape}")
-        if source.data.ptr % 16:  # a view at an odd offset: 16-byte loads would fault
+        if source.data.ptr % ALIGNMENT:  # a view at an odd offset: 16-byte loads would fault
             source = source.copy()
         dinp = cp.empty((B, T, shape.heads_in, HD), dtype=source.dtype)
         config = self.choice(shape, dt).candidate.config

@@ -12,7 +12,7 @@ import cupy as cp
 
 from results.schema import Status
 from tuner.gpu.kernels import CompileError, Kernels
-from tuner.gpu.timing import L2Flusher, Timing, time_device_copy, time_launches
+from tuner.gpu.timing import L2Flusher, Timing, empty_launch, time_device_copy, time_launches
 from tuner.runner import GpuIdentity, Measurement
 from variants import DTYPES, FAMILIES, Config, DType, Family, InvalidConfig, Shape
 from variants.reference import Validation, nan_bits, random_input, validate_output
@@ -109,11 +109,7 @@ class DeviceSession:
     def empty_launch_ms(self, rounds: int = 3) -> float:
         """An empty kernel timed as a trial is (L2 flushed before each call): the fastest of
         `rounds` medians."""
-        empty = cp.RawKernel('extern "C" __global__ void empty_kernel() {}', "empty_kernel")
-
-        def launch() -> None:
-            empty((1,), (1,), ())
-
+        launch = empty_launch()
         return min(time_launches(launch, self.flush, reps=self.reps).median_ms for _ in range(rounds))
 
     def warm_up(self) -> None:

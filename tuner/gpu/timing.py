@@ -31,6 +31,16 @@ extern "C" __global__ void hold_ns(unsigned long long ns) {
 """
 
 
+def empty_launch() -> Callable[[], None]:
+    """One launch of an empty kernel: the fixed cost every timed call carries."""
+    kernel = cp.RawKernel('extern "C" __global__ void empty_kernel() {}', "empty_kernel")
+
+    def launch() -> None:
+        kernel((1,), (1,), ())
+
+    return launch
+
+
 class L2Flusher:
     """Reads a buffer twice the size of L2 so the next launch starts with a cold cache
     (a read leaves clean lines, so no write-back lands inside the timed kernel).

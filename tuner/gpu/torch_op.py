@@ -39,6 +39,7 @@ import torch
 
 from tuner.gpu.op_race import RACE, record_races
 from tuner.gpu.op_race import race as _race
+from variants.family import ALIGNMENT
 
 if TYPE_CHECKING:
     from variants import Config
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-ALIGNMENT = 16  # bytes: the widest word a kernel loads or stores
 
 
 def _check(dout_shape: tuple[int, ...], NH_KV: int) -> tuple[int, int, int, int, int]:
