@@ -26,6 +26,20 @@ def gpu_available() -> bool:
         return False
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _scratch_user_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test writes into the user's own results directory (which the tuner, the op and the
+    service read by default): REPKV_RESULTS_DIR points at a scratch directory for the whole run,
+    subprocesses included. A test may still set its own."""
+    saved = os.environ.get("REPKV_RESULTS_DIR")
+    os.environ["REPKV_RESULTS_DIR"] = str(tmp_path_factory.mktemp("user-results"))
+    yield
+    if saved is None:
+        os.environ.pop("REPKV_RESULTS_DIR", None)
+    else:
+        os.environ["REPKV_RESULTS_DIR"] = saved
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if any(item.get_closest_marker("gpu") for item in items) and not gpu_available():
         skip = pytest.mark.skip(reason="no CUDA GPU visible to CuPy")

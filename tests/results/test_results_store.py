@@ -228,3 +228,10 @@ def test_the_families_a_loader_accepts_can_be_given(tmp_path: Path) -> None:
     write_table([row(), row(family="faulty", config_key="faulty[mode=ok]")], tmp_path, "run")
     assert len(load_results(tmp_path)[0]) == 1
     assert len(load_results(tmp_path, families={"vec", "faulty"})[0]) == 2
+
+
+def test_the_test_run_never_uses_the_users_own_results_directory() -> None:
+    from results import store
+
+    here = store.user_results_dir()
+    assert here != store.platform_results_dir() and "user-results" in str(here)
