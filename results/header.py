@@ -2,7 +2,8 @@
 `repkv_backward(dinp, dout, B, T, NH, NH_KV, HD)`), or as the same table in JSON.
 
 The table holds one row per tuned (dtype, NH, NH_KV, HD, B*T) of the GPU: the configuration
-`results.selection.select` serves for that tuned shape. Kernels depend on B and T only
+`results.selection.select` serves for that tuned shape, or, where that is of a family whose grid
+is not a function of B*T alone (bulk, tile), the fastest of that shape that is. Kernels depend on B and T only
 through B*T, so where two tuned shapes share a B*T the first in (B, T) order is kept. At run
 time the header applies the rule of `GET /best` within the rows of the requested dtype and
 head layout (tier 0): the row of the same B*T, else the nearest by |log2(B*T / B'*T')| (ties
@@ -27,7 +28,7 @@ from datetime import datetime, timezone
 import variants
 from results.index import StoreIndex
 from results.recipe import GRID_LIMIT
-from results.selection import GENERIC_BLOCK, generic_configs, select, source_gpus
+from results.selection import GENERIC_BLOCK, Choice, generic_configs, serving, source_gpus
 from variants import DType, Family, Shape
 
 # B*T past which no row is asked about: far beyond any memory (2^40 tokens).
@@ -75,6 +76,7 @@ class ExportTable:
     source_hashes: dict[str, str]  # family -> hash of the source embedded in the header
     stale_sources: tuple[str, ...]  # families whose rows were measured on another source
     generated: str
+    runner_up_rows: int  # rows whose tuned winner the header cannot launch: a slower one serves
     rows: tuple[Row, ...]
 
     def as_json(self) -> str:
@@ -132,6 +134,11 @@ def segments(family: Family, shape: Shape, dtype: DType, config: variants.Config
     return tuple(found)
 
 
+def _grid_terms(choice: Choice) -> tuple[tuple[int, int], ...] | None:
+    candidate = choice.candidate
+    return candidate.family.grid_terms(choice.group.shape, choice.group.dtype, candidate.config.values)
+
+
 def export_table(
     index: StoreIndex, gpu: str, dtypes: Sequence[str] | None = None, other_gpus: bool = False
 ) -> ExportTable:
@@ -149,15 +156,20 @@ def export_table(
     seen: set[tuple[str, int, int, int, int]] = set()
     stale: set[str] = set()
     times = []
+    demoted = 0
     for group in groups:  # sorted by (shape, dtype): the first of equal B*T is kept
         shape, dtype = group.shape, group.dtype
         key = (dtype.name, shape.NH, shape.NH_KV, shape.HD, shape.tokens)
-        choice = select(index, measured, shape, dtype)
-        if key in seen or choice is None:
+        if key in seen:
             continue
-        terms = choice.candidate.family.grid_terms(shape, dtype, choice.candidate.config.values)
-        if terms is None:  # a family whose grid is not a function of B*T alone
+        # The group's fastest configuration whose grid is a function of B*T alone (a family
+        # without grid_terms, such as bulk's or tile's, cannot serve other B*T from the header).
+        found = next((c for c in serving([group], shape, dtype) if _grid_terms(c) is not None), None)
+        if found is None:
             continue
+        choice, terms = found, _grid_terms(found)
+        if choice.rank:
+            demoted += 1
         seen.add(key)
         candidate, recipe = choice.candidate, choice.recipe
         family = candidate.family
@@ -194,6 +206,7 @@ def export_table(
         measured_to=max(times).date().isoformat() if times else None,
         source_hashes={name: variants.get_family(name).source_hash for name in used},
         stale_sources=tuple(sorted(stale)),
+        runner_up_rows=demoted,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         rows=tuple(rows),
     )
@@ -284,6 +297,11 @@ def render_header(table: ExportTable) -> str:
         if table.stale_sources
         else ""
     )
+    if table.runner_up_rows:
+        stale += (
+            f"\n// {table.runner_up_rows} rows serve their shape's fastest configuration whose grid is a"
+            "\n// function of B*T alone, not the tuned winner (of bulk or tile)."
+        )
     fallback = (
         f"\n// GPU {table.gpu} has no results: these are {table.measured_gpu}'s."
         if table.gpu != table.measured_gpu

@@ -128,6 +128,8 @@ def summarize(group: pd.DataFrame, copy_ms: float) -> str:
     for family, rows in ok[ok["role"] == "candidate"].groupby("family", sort=False):
         lines.append(line(f"best {family}", rows.loc[rows["time_ms"].idxmin()], copy_ms))
     candidates = ok[(ok["role"] == "candidate") & ok["family"].eq("bulk")]
+    if candidates.empty:
+        return "\n".join(lines)
     values = candidates[["p_blocks_per_sm", "p_l2"]].rename(columns=lambda c: c[2:]).to_dict("records")
     for idea, has in IDEAS.items():
         chosen = candidates[[has(v) for v in values]]

@@ -37,6 +37,7 @@ FAMILY_EFFICIENCY = {
     "vec": 0.80,
     "warp_per_head": 0.78,
     "split": 0.90,
+    "tile": 0.89,
     "bulk": 0.89,
 }
 VEC_EFFICIENCY = {4: 0.72, 8: 0.9, 16: 1.0}

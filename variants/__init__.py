@@ -6,7 +6,7 @@ touches the device is `tuner/gpu/` (`tuner.gpu.api` calls a tuned kernel from Py
 
 from __future__ import annotations
 
-from variants import bulk, gather, naive, split, vec, warp_per_head
+from variants import bulk, gather, naive, split, tile, vec, warp_per_head
 from variants.dtypes import DTYPES, DType, UnknownDType, get_dtype
 from variants.family import (
     KERNEL_ARGUMENTS,
@@ -19,7 +19,7 @@ from variants.family import (
 from variants.shape import InvalidShape, Shape
 
 FAMILIES: dict[str, Family] = {
-    module.FAMILY.name: module.FAMILY for module in (naive, gather, vec, warp_per_head, split, bulk)
+    module.FAMILY.name: module.FAMILY for module in (naive, gather, vec, warp_per_head, split, tile, bulk)
 }
 
 BASELINE = Config.of("naive", **naive.BASELINE_PARAMS)

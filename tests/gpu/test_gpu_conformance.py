@@ -89,6 +89,7 @@ HUGE_CONFIGS = [
     Config.of("vec", block=512, vec_bytes=16, load="plain", store="stcs"),
     Config.of("warp_per_head", warps=8, vec_bytes=16, load="ldg", store="plain"),
     Config.of("split", block=256, vec_bytes=16, items=4, load="ldcs", store="plain"),
+    Config.of("tile", block=128, vec_bytes=16, tokens=4, load="ldcs", store="stcs"),
     Config.of("bulk", block=128, groups=2, stages=3, blocks_per_sm=2, l2="evict_first"),
 ]
 
@@ -103,21 +104,23 @@ def test_more_than_2_31_elements_in_bf16(session, config: Config) -> None:
     assert result.ok, result.summary()
 
 
-BULK_CASES = [
+SAMPLED_CASES = [
     pytest.param(shape, DTYPES[dtype], config, id=f"{name}-{dtype}-{config.key}")
+    for family in ("bulk", "tile")
     for name, shape in SHAPES.items()
     for dtype in DTYPES
-    for config in random.Random(f"bulk-{name}-{dtype}").sample(
-        FAMILIES["bulk"].valid_configs(shape, DTYPES[dtype]),
-        k=min(8, len(FAMILIES["bulk"].valid_configs(shape, DTYPES[dtype]))),
+    for config in random.Random(f"{family}-{name}-{dtype}").sample(
+        FAMILIES[family].valid_configs(shape, DTYPES[dtype]),
+        k=min(8, len(FAMILIES[family].valid_configs(shape, DTYPES[dtype]))),
     )
 ]
 
 
-@pytest.mark.parametrize(("shape", "dtype", "config"), BULK_CASES)
-def test_bulk_stages_persistence_and_l2_policy(session, shape: Shape, dtype: DType, config: Config) -> None:
-    """The block size alone (the sample above) leaves most of bulk's pipeline untried: 8
-    random configurations of each shape and dtype it serves."""
+@pytest.mark.parametrize(("shape", "dtype", "config"), SAMPLED_CASES)
+def test_sampled_configurations_of_bulk_and_tile(session, shape: Shape, dtype: DType, config: Config) -> None:
+    """The block size alone (the sample above) leaves most of bulk's pipeline (stages,
+    persistence, L2 policy) and of tile's (tokens per tile, ragged last tiles, replica groups)
+    untried: 8 random configurations of each shape and dtype each family serves."""
     result = session.run_checked(shape, dtype, session.launcher(shape, dtype, config))
     assert result.ok, result.summary()
 

@@ -54,3 +54,15 @@ def test_render_names_the_winner_the_best_of_each_idea_and_the_failures(tmp_path
     assert "bulk[tile]" in by_label["bulk, a block per tile"]
     assert "bulk[persistent]" in by_label["bulk, persistent"] and "1.100x" in by_label["bulk, persistent"]
     assert "bulk[evict]" in by_label["bulk + L2 evict_first"]
+
+
+def test_a_sweep_without_bulk_gives_the_best_of_each_family_only() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_frontier import summarize
+
+    rows = sweep_rows()
+    rows = rows[rows["family"] != "bulk"].drop(columns=["p_blocks_per_sm", "p_l2"])
+    tile = rows.iloc[[0]].assign(role="candidate", family="tile", config_key="tile[t]", time_ms=0.0090)
+    text = summarize(pd.concat([rows, tile]), 0.010)
+    assert "best tile" in text and "0.900x copy" in text
+    assert "bulk" not in text

@@ -56,14 +56,15 @@ FAULTS = {
 
 
 def faulty_bench(shape, dtype, config: Config) -> Measurement:
-    """Every family but split misbehaves in its own way (bulk as vec does); split raises (a
-    crash)."""
+    """Every family but split misbehaves in its own way (bulk and tile as vec does); split
+    raises (a crash)."""
     if config == BASELINE:
         return F.synthetic_bench(shape, dtype, config)
     planted = {
         "gather": Status.COMPILE_ERROR,
         "vec": Status.LAUNCH_ERROR,
         "bulk": Status.LAUNCH_ERROR,
+        "tile": Status.LAUNCH_ERROR,
         "warp_per_head": Status.WRONG_RESULT,
         "naive": Status.TIMEOUT,
     }

@@ -1,0 +1,92 @@
+"""tile: Triton's layout in CUDA: a block per (dinp head, tile of tokens); the only runtime
+division is the block's own, so short kernels on small shapes spend their time on memory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from variants.dtypes import DType
+from variants.family import (
+    LOAD_HINTS,
+    STORE_HINTS,
+    Family,
+    Launch,
+    Param,
+    ceil_div,
+    hint_codes,
+    index_type,
+    vector_reject,
+)
+from variants.shape import Shape
+
+# Words of a tile one thread moves (the kernel unrolls over them).
+MAX_WORDS_PER_THREAD = 8
+# Registers a K/V thread holds at once: its words of up to 8 replicas in flight and their fp32
+# sums. Past this, ptxas spills (seen in `python -m tuner check`).
+MAX_LIVE_REGISTERS = 128
+# CUDA's limit on gridDim.x.
+MAX_GRID = 2**31 - 1
+
+
+class Tile(Family):
+    name = "tile"
+    doc = "a block per (dinp head, tile of tokens), as Triton's kernel; no per-element division"
+    params = (
+        Param("block", (64, 128, 256), "threads per block (a template argument)"),
+        Param("vec_bytes", (8, 16), "bytes per load and store"),
+        Param("tokens", (1, 2, 4, 8, 16, 32), "tokens per tile (one block's share of a head)"),
+        Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),
+        Param("store", STORE_HINTS, "global store: plain or __stcs"),
+    )
+
+    @staticmethod
+    def words_per_head(shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
+        return shape.HD * dtype.itemsize // p["vec_bytes"]
+
+    def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
+        reason = vector_reject(shape, dtype, p["vec_bytes"])
+        if reason:
+            return reason
+        words = p["tokens"] * self.words_per_head(shape, dtype, p)
+        if 2 * words < p["block"]:
+            return f"a tile of {p['tokens']} tokens is {words} words: most of {p['block']} threads would idle"
+        per = ceil_div(words, p["block"])
+        if per > MAX_WORDS_PER_THREAD:
+            return (
+                f"a tile of {p['tokens']} tokens is {words} words: over {MAX_WORDS_PER_THREAD} per thread "
+                f"of {p['block']}"
+            )
+        registers = self.live_registers(shape, dtype, p)
+        if registers > MAX_LIVE_REGISTERS:
+            return (
+                f"{per} words of {min(shape.nrep, 8)} replicas in flight and their sums take {registers} "
+                f"registers per thread (over {MAX_LIVE_REGISTERS}: spills)"
+            )
+        if self.launch(shape, dtype, p, 0).grid > MAX_GRID:
+            return f"{shape.tokens} tokens in tiles of {p['tokens']} need a grid over 2^31-1 blocks"
+        return None
+
+    def live_registers(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
+        per = ceil_div(p["tokens"] * self.words_per_head(shape, dtype, p), p["block"])
+        in_flight = min(shape.nrep, 8) * p["vec_bytes"] // 4
+        return per * (in_flight + p["vec_bytes"] // dtype.itemsize)
+
+    def template_args(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> list[str]:
+        return [
+            dtype.ctype,
+            str(p["vec_bytes"]),
+            str(self.words_per_head(shape, dtype, p)),
+            str(shape.nrep),
+            str(p["tokens"]),
+            str(p["block"]),
+            *hint_codes(p),
+            # the largest index is a word of dout, or a tile's last token past the end
+            index_type(max(shape.dout_numel, (shape.tokens + p["tokens"]) * 3 * shape.NH * shape.HD)),
+        ]
+
+    def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
+        return Launch(shape.heads_in * ceil_div(shape.tokens, p["tokens"]), p["block"])
+
+
+FAMILY = Tile()
