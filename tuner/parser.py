@@ -18,6 +18,7 @@ from tuner.arguments import (
     nonempty,
     nonnegative_fraction,
     nonnegative_int,
+    parse_choices,
     parse_dtypes,
     parse_shapes,
     positive_int,
@@ -33,6 +34,7 @@ from tuner.replay_eval import DEFAULT_SAMPLERS
 from tuner.samplers import SAMPLERS
 from tuner.study import HEARTBEAT_S
 from tuner.warm_start import WARM_START_SIZE
+from variants import FAMILIES
 
 if TYPE_CHECKING:
     from tuner.pipeline import TuneRequest
@@ -94,6 +96,12 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
     )
     o.add_argument("--timeout", type=time_limit, help="seconds per shape and dtype (default: no limit)")
     o.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
+    o.add_argument(
+        "--family",
+        action="append",
+        metavar="NAME,..",
+        help="search only these kernel families, repeatable or a comma list (default: all the GPU runs)",
+    )
     o.add_argument(
         "--ahead",
         type=positive_int,
@@ -284,4 +292,5 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         bundled=args.bundled,
         warm_start=args.warm_start,
         ahead=args.ahead,
+        families=tuple(parse_choices(args.family, list(FAMILIES), "--family", [])),
     )

@@ -45,7 +45,7 @@ from tuner.store_watch import StoreWatch
 from tuner.study import HEARTBEAT_S, StudyLoop
 from tuner.study_plan import ProgressHook, StudyOutcome, StudyPlan, default_study_name
 from tuner.warm_start import WARM_START_SIZE, index_of, with_warm_start
-from variants import DTYPES, Family, Shape
+from variants import DTYPES, FAMILIES, Family, Shape, families_for
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ class TuneRequest:
     bundled: bool = True  # answer from the bundled results too (a replay never does)
     warm_start: int = WARM_START_SIZE  # nearest tuned shapes' winners queued first (0: none)
     ahead: int = AHEAD  # trials asked at once, compiled together (a replay: one at a time)
+    families: tuple[str, ...] = ()  # search only these (default: every family the GPU runs)
 
 
 @dataclass
@@ -107,7 +108,7 @@ def study_plans(request: TuneRequest, gpu: str, seed: int) -> list[StudyPlan]:
             study_name=(
                 request.study
                 if request.study and single
-                else default_study_name(gpu, shape, DTYPES[d], request.study)
+                else default_study_name(gpu, shape, DTYPES[d], request.study, request.families)
             ),
             sampler=request.sampler,
             seed=seed,
@@ -249,6 +250,24 @@ def preflight(request: TuneRequest, replaying: bool) -> None:
         raise TuneError(str(exc)) from None
 
 
+def searched_families(request: TuneRequest, runner: Runner) -> dict[str, Family] | None:
+    """The families `--family` names (None: every family the runner runs). On a GPU, one its
+    device is too old for is a TuneError before anything is measured."""
+    if not request.families:
+        return None
+    if request.replay_dir is None:
+        cc = runner.identity.compute_capability
+        too_new = [f for f in request.families if f not in families_for(cc)]
+        if too_new:
+            runner.close()
+            need = FAMILIES[too_new[0]].min_compute_capability
+            raise TuneError(
+                f"family {too_new[0]} needs compute capability {need // 10}.{need % 10}; "
+                f"{runner.identity.name} has {cc}"
+            )
+    return {name: FAMILIES[name] for name in request.families}
+
+
 def tune(
     request: TuneRequest,
     runner: Runner | None = None,
@@ -269,6 +288,9 @@ def tune(
     except UnavailableSampler as exc:
         raise TuneError(str(exc)) from None
 
+    unknown_families = [f for f in request.families if f not in FAMILIES]
+    if unknown_families:
+        raise TuneError(f"unknown family {unknown_families[0]!r}: use --family with {', '.join(FAMILIES)}")
     preflight(request, replaying=runner is None and request.replay_dir is not None)
     if runner is None and request.replay_dir is not None:
         try:
@@ -288,6 +310,7 @@ def tune(
             raise TuneError(str(exc)) from None
         results_dir = request.results_dir if request.results_dir is not None else user_results_dir()
 
+    families = searched_families(request, runner)
     stop = stop if stop is not None else StopFlag()
     runner.stop = stop
     stop.on_abort(runner.abort)
@@ -320,6 +343,7 @@ def tune(
             run_id=result.run_id,
             sink=sink,
             stored=stored,
+            families=families,
             progress_factory=bars,
             on_done=lambda o: (bars.close(), result.outcomes.append(o)),
             stop=stop,

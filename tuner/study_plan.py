@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,9 +59,13 @@ def kernels_hash(families: Mapping[str, Family] | None = None) -> str:
     return hashlib.sha256(joined.encode()).hexdigest()[:8]
 
 
-def default_study_name(gpu: str, shape: Shape, dtype: DType, prefix: str | None = None) -> str:
+def default_study_name(
+    gpu: str, shape: Shape, dtype: DType, prefix: str | None = None, families: Sequence[str] = ()
+) -> str:
     """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16'. The kernel sources'
-    hash is part of the default prefix: edited kernels start a fresh study."""
+    hash is part of the default prefix: edited kernels start a fresh study. A search of some
+    families only ('.../bf16/tile,split') is a study of its own: its space differs."""
     if prefix is None:
         prefix = f"repkv-{kernels_hash()}"
-    return f"{prefix}/{gpu}/{shape.key}/{dtype.name}"
+    name = f"{prefix}/{gpu}/{shape.key}/{dtype.name}"
+    return f"{name}/{','.join(families)}" if families else name

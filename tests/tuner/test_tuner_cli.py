@@ -372,6 +372,15 @@ def test_shapes_take_repeats_and_lists_of_several_in_one_value(capsys) -> None:
     assert ", fp16 " in out
 
 
+def test_family_takes_repeats_and_lists_and_defaults_to_every_family() -> None:
+    from tuner.parser import build_parser, tune_request
+
+    args = build_parser().parse_args(["tune", "--family", "tile,split", "--family", "tile"])
+    assert tune_request(args).families == ("tile", "split")
+    assert tune_request(build_parser().parse_args(["tune"])).families == ()
+    assert main(["tune", "--family", "nope", "--shape", SMALL]) == 2
+
+
 @pytest.fixture
 def fake_nvrtc(monkeypatch):
     """compile_all and nvrtc_version without NVRTC: every kernel compiles; calls are kept."""

@@ -215,3 +215,25 @@ def test_a_rerun_removes_what_a_writer_killed_mid_write_left(tmp_path: Path) -> 
     left.write_bytes(b"PAR1 half")
     tune(request(results_dir=tmp_path, trials=2), F.RecordingRunner())
     assert not left.exists() and len(load_results(tmp_path)[0]) == 2
+
+
+def test_family_restricts_the_search_to_those_families_in_a_study_of_its_own(tmp_path: Path) -> None:
+    runner = F.RecordingRunner()
+    asked = request(trials=6, results_dir=tmp_path, warm_start=0, families=("tile", "split"))
+    result = tune(asked, runner)
+    (outcome,) = result.outcomes
+    assert outcome.plan.study_name.endswith("/bf16/tile,split")
+    assert outcome.plan.study_name.startswith(default_study_name("h200", F.SMALL, BF16))
+    measured = {c.family for _, _, c in runner.calls}
+    assert measured <= {"tile", "split", BASELINE.family} and "tile" in measured
+    assert len(load_results(tmp_path)[0]) == result.rows
+
+
+def test_a_family_unknown_or_too_new_for_the_gpu_is_refused_before_measuring(tmp_path: Path) -> None:
+    with pytest.raises(TuneError, match="unknown family 'nope'"):
+        tune(request(families=("nope",), results_dir=tmp_path))
+    runner = F.RecordingRunner()
+    runner.identity = F.IDENTITY.__class__(**{**F.IDENTITY.__dict__, "compute_capability": "8.0"})
+    with pytest.raises(TuneError, match="family bulk needs compute capability 9.0"):
+        tune(request(families=("split", "bulk"), results_dir=tmp_path), runner)
+    assert runner.closed and not runner.calls
