@@ -234,6 +234,6 @@ def test_a_family_unknown_or_too_new_for_the_gpu_is_refused_before_measuring(tmp
         tune(request(families=("nope",), results_dir=tmp_path))
     runner = F.RecordingRunner()
     runner.identity = F.IDENTITY.__class__(**{**F.IDENTITY.__dict__, "compute_capability": "8.0"})
-    with pytest.raises(TuneError, match="family bulk needs compute capability 9.0"):
+    with pytest.raises(TuneError, match=r"family bulk needs compute capability 9\.0"):
         tune(request(families=("split", "bulk"), results_dir=tmp_path), runner)
     assert runner.closed and not runner.calls
