@@ -185,6 +185,7 @@ def parse_config(family_name: str, params_json: str) -> tuple[Family, Config, di
         params = json.loads(params_json)
         if not isinstance(params, dict):
             return None
+        params = family.completed(params)
         config = Config(family.name, tuple(sorted(params.items())))
         family.validate(config)
     except (variants.UnknownFamily, variants.InvalidConfig, ValueError, TypeError):

@@ -39,6 +39,9 @@ class Param:
     name: str
     choices: tuple[Any, ...]
     doc: str
+    # A parameter added to a family after rows were stored names the value those rows ran with,
+    # so that they still read as points of the space (see `Family.completed`).
+    earlier_rows: Any = None
 
 
 @dataclass(frozen=True, order=True)
@@ -103,6 +106,7 @@ class Family(abc.ABC):
     - `kernel`, `source`, `source_hash`, `compile_options`: what to compile;
     - `space()`: every point of the declared space;
     - `validate(config)`: the config's parameters, checked against the space;
+    - `completed(params)`: a stored row's parameters, with those added since it was written;
     - `rejection(shape, dtype, config)`: the reason it cannot serve the shape, or None;
     - `valid_configs(shape, dtype)`: every point that serves the shape;
     - `name_expression(shape, dtype, config)`: the kernel's instantiation and identity;
@@ -189,6 +193,11 @@ class Family(abc.ABC):
                     f"{self.name}.{name}={values[name]!r} is outside its choices {list(param.choices)}"
                 )
         return values
+
+    def completed(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A stored row's parameters with those added to the family since (`earlier_rows`)."""
+        added = {p.name: p.earlier_rows for p in self.params if p.earlier_rows is not None}
+        return {**added, **params}
 
     def rejection(self, shape: Shape, dtype: DType, config: Config) -> str | None:
         """Why config cannot serve (shape, dtype), or None; InvalidConfig outside the space."""

@@ -1,11 +1,13 @@
-// tile: Triton's layout in CUDA. A block writes a tile of BT tokens of one dinp head; blocks run
-// over (head, tile) with the tile fastest, so neighbouring blocks read neighbouring tokens of one
-// head. Word w < BT*HDV of a tile is word w % HDV of token w / HDV (coalesced per warp). HDV,
-// NREP, BT and BLOCK are compile-time, so the block's (head, tile) is the only runtime division:
-// no per-element index math, which is what short kernels pay for on small shapes.
-// Query heads copy their words; K/V head NH + j sums dout heads NH + j*NREP + r, r < NREP (see
-// common.cuh), loaded in groups of at most 8 replicas, every load of a group before its adds.
-template <typename T, int VEC_BYTES, int HDV, int NREP, int BT, int BLOCK, int LOAD, int STORE, typename I>
+// tile: Triton's layout in CUDA. A block writes a tile of BT tokens of one dinp head. With
+// HEAD_FASTEST 0 (as Triton's grid) blocks run over (head, tile) with the tile fastest, so
+// neighbouring blocks read one head of neighbouring tokens; with 1 over (tile, head) with the
+// head fastest, so neighbouring blocks read neighbouring heads of the same tokens (contiguous
+// rows of dout and dinp). Word w < BT*HDV of a tile is word w % HDV of token w / HDV (coalesced
+// per warp). HDV, NREP, BT and BLOCK are compile-time, so the block's (head, tile) is the only
+// runtime division: no per-element index math, which is what short kernels pay for on small
+// shapes. Query heads copy their words; K/V head NH + j sums dout heads NH + j*NREP + r,
+// r < NREP (see common.cuh), in groups of at most 8 replicas, a group's loads before its adds.
+template <typename T, int VEC_BYTES, int HDV, int NREP, int BT, int BLOCK, int HEAD_FASTEST, int LOAD, int STORE, typename I>
 __global__ void __launch_bounds__(BLOCK, 1) repkv_tile(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
@@ -15,10 +17,18 @@ __global__ void __launch_bounds__(BLOCK, 1) repkv_tile(T* dinp, const T* dout, i
     const W* src = reinterpret_cast<const W*>(dout);
     W* dst = reinterpret_cast<W*>(dinp);
     const I tokens = I(B) * T_;
-    const unsigned tiles = unsigned((tokens + BT - 1) / BT);
-    const int head = int(blockIdx.x / tiles);
-    const I t0 = I(blockIdx.x - unsigned(head) * tiles) * BT;
     const I heads_in = NH + 2 * NH_KV;
+    int head;
+    I t0;
+    if constexpr (HEAD_FASTEST) {
+        const unsigned tile = blockIdx.x / unsigned(heads_in);
+        head = int(blockIdx.x - tile * unsigned(heads_in));
+        t0 = I(tile) * BT;
+    } else {
+        const unsigned tiles = unsigned((tokens + BT - 1) / BT);
+        head = int(blockIdx.x / tiles);
+        t0 = I(blockIdx.x - unsigned(head) * tiles) * BT;
+    }
 
     // Word i of this thread: word d[i] of the head at token t[i], written where live[i].
     I t[PER];

@@ -25,6 +25,8 @@ MAX_WORDS_PER_THREAD = 8
 # Registers a K/V thread holds at once: its words of up to 8 replicas in flight and their fp32
 # sums. Past this, ptxas spills (seen in `python -m tuner check`).
 MAX_LIVE_REGISTERS = 128
+# Which index of (head, tile) neighbouring blocks differ in: template code 0, 1.
+ORDERS = ("tile_fastest", "head_fastest")
 # CUDA's limit on gridDim.x.
 MAX_GRID = 2**31 - 1
 
@@ -36,6 +38,12 @@ class Tile(Family):
         Param("block", (64, 128, 256), "threads per block (a template argument)"),
         Param("vec_bytes", (8, 16), "bytes per load and store"),
         Param("tokens", (1, 2, 4, 8, 16, 32), "tokens per tile (one block's share of a head)"),
+        Param(
+            "order",
+            ORDERS,
+            "neighbouring blocks: tiles of one head, or heads of one tile",
+            earlier_rows="tile_fastest",
+        ),
         Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),
         Param("store", STORE_HINTS, "global store: plain or __stcs"),
     )
@@ -80,6 +88,7 @@ class Tile(Family):
             str(shape.nrep),
             str(p["tokens"]),
             str(p["block"]),
+            str(ORDERS.index(p["order"])),
             *hint_codes(p),
             # the largest index is a word of dout, or a tile's last token past the end
             index_type(max(shape.dout_numel, (shape.tokens + p["tokens"]) * 3 * shape.NH * shape.HD)),

@@ -35,6 +35,7 @@ PUBLIC_API = {
     "compile_options",
     "space",
     "validate",
+    "completed",
     "rejection",
     "valid_configs",
     "name_expression",

@@ -19,9 +19,16 @@ FP32, BF16 = DTYPES["fp32"], DTYPES["bf16"]
 
 
 def tile(
-    block: int = 128, vec_bytes: int = 16, tokens: int = 4, load: str = "plain", store: str = "plain"
+    block: int = 128,
+    vec_bytes: int = 16,
+    tokens: int = 4,
+    order: str = "tile_fastest",
+    load: str = "plain",
+    store: str = "plain",
 ) -> Config:
-    return Config.of("tile", block=block, vec_bytes=vec_bytes, tokens=tokens, load=load, store=store)
+    return Config.of(
+        "tile", block=block, vec_bytes=vec_bytes, tokens=tokens, order=order, load=load, store=store
+    )
 
 
 def test_rejections_give_reasons() -> None:
@@ -44,7 +51,9 @@ def test_grid_is_a_block_per_head_and_tile_of_tokens() -> None:
     assert TILE.grid_terms(odd, BF16, tile().values) is None
 
 
-def emulate(shape: Shape, dout: np.ndarray, words_per_head: int, bt: int, block: int) -> np.ndarray:
+def emulate(
+    shape: Shape, dout: np.ndarray, words_per_head: int, bt: int, block: int, head_fastest: bool
+) -> np.ndarray:
     """The kernel's index math in NumPy, block by block and word by word (see tile.cu), over
     `dout` viewed as vector words (each `HD / words_per_head` elements)."""
     nh, nh_kv, nrep, hdv = shape.NH, shape.NH_KV, shape.nrep, words_per_head
@@ -56,8 +65,13 @@ def emulate(shape: Shape, dout: np.ndarray, words_per_head: int, bt: int, block:
     tiles = ceil_div(tokens, bt)
     w = np.arange(block)[:, None] + np.arange(ceil_div(words, block))[None, :] * block
     for blk in range(heads_in * tiles):
-        head = blk // tiles
-        t = (blk - head * tiles) * bt + w // hdv
+        if head_fastest:
+            tile_index = blk // heads_in
+            head = blk - tile_index * heads_in
+        else:
+            head = blk // tiles
+            tile_index = blk - head * tiles
+        t = tile_index * bt + w // hdv
         d = w % hdv
         live = (w < words) & (t < tokens)
         t, d = t[live], d[live]
@@ -84,9 +98,12 @@ def emulate(shape: Shape, dout: np.ndarray, words_per_head: int, bt: int, block:
         (Shape(1, 4, 36, 2, 8), 8, 16, 128),  # nrep 18: replicas in groups of 8
     ],
 )
-def test_index_math_reproduces_the_reference(shape: Shape, words_per_head: int, bt: int, block: int) -> None:
+@pytest.mark.parametrize("head_fastest", [False, True], ids=["tile_fastest", "head_fastest"])
+def test_index_math_reproduces_the_reference(
+    shape: Shape, words_per_head: int, bt: int, block: int, head_fastest: bool
+) -> None:
     dout = np.random.default_rng(0).standard_normal(shape.dout_numel)
-    got = emulate(shape, dout, words_per_head, bt, block)
+    got = emulate(shape, dout, words_per_head, bt, block, head_fastest)
     np.testing.assert_allclose(got, reference(dout, shape).ravel(), rtol=1e-12)
 
 
@@ -105,9 +122,20 @@ def ptx(config: Config, dtype=BF16, shape: Shape = SEED) -> str:
     return report.ptx
 
 
+@pytest.mark.parametrize("order", ["tile_fastest", "head_fastest"])
 @pytest.mark.parametrize("dtype", list(DTYPES.values()), ids=lambda d: d.name)
-def test_the_block_index_is_the_only_runtime_division(dtype) -> None:
-    text = ptx(tile(tokens=8), dtype=dtype)
+def test_the_block_index_is_the_only_runtime_division(dtype, order: str) -> None:
+    text = ptx(tile(tokens=8, order=order), dtype=dtype)
     assert len(re.findall(r"\b(?:div|rem)\.\w+", text)) == 1, re.findall(r"\b(?:div|rem)\.\w+", text)
     assert re.search(r"\bdiv\.u32\b", text)
     assert re.findall(r"\bld\.global\.v4", text) and re.findall(r"\bst\.global\.v4", text)
+
+
+def test_rows_stored_before_order_existed_read_as_tile_fastest() -> None:
+    from results.index import parse_config
+
+    before = '{"block": 64, "load": "ldg", "store": "stcs", "tokens": 8, "vec_bytes": 16}'
+    family, config, params = parse_config("tile", before)
+    assert params["order"] == "tile_fastest" and config == tile(block=64, tokens=8, load="ldg", store="stcs")
+    assert family.completed({"order": "head_fastest"})["order"] == "head_fastest"  # never overridden
+    assert FAMILIES["split"].completed({"block": 64}) == {"block": 64}  # no parameter added since
