@@ -20,6 +20,8 @@ FAMILY_COLORS = {
     "vec": "#4C78A8",
     "warp_per_head": "#E45756",
     "split": "#54A24B",
+    "tile": "#72B7B2",
+    "bulk": "#EECA3B",
 }
 GPU_PATTERNS = ("", "/", "x", ".", "\\", "+", "-", "|")
 COPY_COLOR = "#333333"

@@ -298,3 +298,8 @@ def test_log_ticks_are_plain_numbers() -> None:
     assert ticks["tickvals"] == [0.1, 0.2, 0.5] and ticks["ticktext"] == ["0.1", "0.2", "0.5"]
     assert len(draw.log_ticks([0.070, 0.075])["tickvals"]) >= 1
     assert draw.log_ticks([]) == {}
+
+
+def test_every_family_has_its_own_colour() -> None:
+    assert set(draw.FAMILY_COLORS) == set(variants.FAMILIES)
+    assert len(set(draw.FAMILY_COLORS.values())) == len(draw.FAMILY_COLORS)
