@@ -2,14 +2,15 @@
 `repkv_backward(dinp, dout, B, T, NH, NH_KV, HD)`), or as the same table in JSON.
 
 The table holds one row per tuned (dtype, NH, NH_KV, HD, B*T) of the GPU: the configuration
-`results.selection.select` serves for that tuned shape, or, where that is of a family whose grid
-is not a function of B*T alone (bulk, tile), the fastest of that shape that is. Kernels depend on B and T only
-through B*T, so where two tuned shapes share a B*T the first in (B, T) order is kept. At run
-time the header applies the rule of `GET /best` within the rows of the requested dtype and
-head layout (tier 0): the row of the same B*T, else the nearest by |log2(B*T / B'*T')| (ties
-to the earlier row), skipping a row whose kernel cannot serve that B*T (its index type or
-CUDA's grid limit). A shape whose dtype and head layout were never tuned gets a generic
-configuration: `vec` at block 256 with the widest vector that divides HD, else `gather`.
+`results.selection.select` serves for that tuned shape, or, where that is of a family whose
+grid is not a function of B*T alone (bulk, tile), the fastest of that shape whose grid is.
+Kernels depend on B and T only through B*T, so where two tuned shapes share a B*T the first in
+(B, T) order is kept. At run time the header applies the rule of `GET /best` within the rows of
+the requested dtype and head layout (tier 0): the row of the same B*T, else the nearest by
+|log2(B*T / B'*T')| (ties to the earlier row), skipping a row whose kernel cannot serve that B*T
+(its index type or CUDA's grid limit). A shape whose dtype and head layout were never tuned gets
+a generic configuration: `vec` at block 256 with the widest vector that divides HD, else
+`gather`.
 
 A row's launch is data, not code: grid = sum over its terms (a, b) of ceil(B*T*a / b) (the
 family's `grid_terms`), and its kernel instantiations are listed per range of B*T (the
