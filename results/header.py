@@ -165,10 +165,10 @@ def export_table(
             continue
         # The group's fastest configuration whose grid is a function of B*T alone (a family
         # without grid_terms, such as bulk's or tile's, cannot serve other B*T from the header).
-        found = next((c for c in serving([group], shape, dtype) if _grid_terms(c) is not None), None)
-        if found is None:
+        launchable = ((c, _grid_terms(c)) for c in serving([group], shape, dtype))
+        choice, terms = next(((c, t) for c, t in launchable if t is not None), (None, None))
+        if choice is None:
             continue
-        choice, terms = found, _grid_terms(found)
         if choice.rank:
             demoted += 1
         seen.add(key)
@@ -298,11 +298,12 @@ def render_header(table: ExportTable) -> str:
         if table.stale_sources
         else ""
     )
-    if table.runner_up_rows:
-        stale += (
-            f"\n// {table.runner_up_rows} rows serve their shape's fastest configuration whose grid is a"
-            "\n// function of B*T alone, not the tuned winner (of bulk or tile)."
-        )
+    runner_up = (
+        f"\n// {table.runner_up_rows} rows serve their shape's fastest configuration whose grid is a"
+        "\n// function of B*T alone, not the tuned winner (of bulk or tile)."
+        if table.runner_up_rows
+        else ""
+    )
     fallback = (
         f"\n// GPU {table.gpu} has no results: these are {table.measured_gpu}'s."
         if table.gpu != table.measured_gpu
@@ -316,6 +317,7 @@ def render_header(table: ExportTable) -> str:
         generated=table.generated,
         sources=sources,
         stale=stale,
+        runner_up=runner_up,
         fallback=fallback,
         nrows=len(table.rows),
         kernels=_kernel_sources(families),
@@ -332,7 +334,7 @@ HEADER_TEMPLATE = """\
 // --format cuda-header`; do not edit, export again.
 //
 // Measured on {gpu} ({names}, compute capability {cc}), {measured}; generated {generated}.
-// Kernel sources (family sha256[:16]): {sources}.{stale}{fallback}
+// Kernel sources (family sha256[:16]): {sources}.{stale}{runner_up}{fallback}
 // {nrows} tuned shapes. Other B*T of a tuned (dtype, NH, NH_KV, HD) get the nearest tuned
 // B*T's configuration (the rule of GET /best); other head layouts a generic configuration.
 //

@@ -22,7 +22,9 @@ from variants.shape import Shape
 
 # Words of a tile one thread moves (the kernel unrolls over them).
 MAX_WORDS_PER_THREAD = 8
-# Registers a K/V thread holds at once: its words of up to 8 replicas in flight and their fp32
+# Replicas a K/V thread loads before adding them (tile.cu's GROUP).
+REPLICA_GROUP = 8
+# Registers a K/V thread holds at once: its words of a replica group in flight and their fp32
 # sums. Past this, ptxas spills (seen in `python -m tuner check`).
 MAX_LIVE_REGISTERS = 128
 # Which index of (head, tile) neighbouring blocks differ in: template code 0, 1.
@@ -52,6 +54,15 @@ class Tile(Family):
     def words_per_head(shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
         return shape.HD * dtype.itemsize // p["vec_bytes"]
 
+    @classmethod
+    def words_per_thread(cls, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
+        return ceil_div(p["tokens"] * cls.words_per_head(shape, dtype, p), p["block"])
+
+    @classmethod
+    def live_registers(cls, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
+        in_flight = min(shape.nrep, REPLICA_GROUP) * p["vec_bytes"] // 4
+        return cls.words_per_thread(shape, dtype, p) * (in_flight + p["vec_bytes"] // dtype.itemsize)
+
     def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
         reason = vector_reject(shape, dtype, p["vec_bytes"])
         if reason:
@@ -59,7 +70,7 @@ class Tile(Family):
         words = p["tokens"] * self.words_per_head(shape, dtype, p)
         if 2 * words < p["block"]:
             return f"a tile of {p['tokens']} tokens is {words} words: most of {p['block']} threads would idle"
-        per = ceil_div(words, p["block"])
+        per = self.words_per_thread(shape, dtype, p)
         if per > MAX_WORDS_PER_THREAD:
             return (
                 f"a tile of {p['tokens']} tokens is {words} words: over {MAX_WORDS_PER_THREAD} per thread "
@@ -68,17 +79,12 @@ class Tile(Family):
         registers = self.live_registers(shape, dtype, p)
         if registers > MAX_LIVE_REGISTERS:
             return (
-                f"{per} words of {min(shape.nrep, 8)} replicas in flight and their sums take {registers} "
-                f"registers per thread (over {MAX_LIVE_REGISTERS}: spills)"
+                f"{per} words of {min(shape.nrep, REPLICA_GROUP)} replicas in flight and their sums take "
+                f"{registers} registers per thread (over {MAX_LIVE_REGISTERS}: spills)"
             )
         if self.launch(shape, dtype, p, 0).grid > MAX_GRID:
             return f"{shape.tokens} tokens in tiles of {p['tokens']} need a grid over 2^31-1 blocks"
         return None
-
-    def live_registers(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
-        per = ceil_div(p["tokens"] * self.words_per_head(shape, dtype, p), p["block"])
-        in_flight = min(shape.nrep, 8) * p["vec_bytes"] // 4
-        return per * (in_flight + p["vec_bytes"] // dtype.itemsize)
 
     def template_args(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> list[str]:
         return [

@@ -109,6 +109,8 @@ def test_plan_follows_the_selection_rule_within_a_tuned_layout() -> None:
             assert table.rows[got.row].segments[got.kernel % 2].name_expression == recipe.name_expression
             checked += 1
     assert checked >= 100 and demoted  # the bundled store holds tile winners the header demotes
+    assert table.runner_up_rows > 0
+    assert f"// {table.runner_up_rows} rows serve their shape's fastest configuration" in render_header(table)
 
 
 def test_untuned_layouts_get_the_generic_configuration() -> None:
