@@ -10,6 +10,7 @@ ones whose process no longer runs on this host.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -243,8 +244,39 @@ def upgrade(table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=TRIAL_SCHEMA)
 
 
+def complete_params(table: pa.Table) -> pa.Table:
+    """Rows of a family that gained parameters since they were written, with those parameters
+    at the values they ran with (`Family.completed`) in `params` and `config_key`, so that every
+    reader (index, claims, replay, dashboards) sees the configuration as the space names it."""
+    grown = [name for name, f in variants.FAMILIES.items() if f.completed({}) != {}]
+    if not grown or table.num_rows == 0:
+        return table
+    mask = pc.fill_null(pc.is_in(table.column("family"), pa.array(grown)), False)
+    mask = mask.to_numpy(zero_copy_only=False)
+    if not mask.any():
+        return table
+    params = table.column("params").to_pylist()
+    keys = table.column("config_key").to_pylist()
+    for i in np.flatnonzero(mask):
+        try:
+            values = json.loads(params[i])
+        except (TypeError, ValueError):
+            continue  # validation drops the row
+        if not isinstance(values, dict):
+            continue
+        family = table.column("family")[i].as_py()
+        completed = variants.FAMILIES[family].completed(values)
+        if completed != values:
+            params[i] = json.dumps(completed, sort_keys=True)
+            keys[i] = variants.Config.of(family, **completed).key
+    for name, values in (("params", params), ("config_key", keys)):
+        field = table.schema.field(name)
+        table = table.set_column(table.schema.get_field_index(name), field, pa.array(values, field.type))
+    return table
+
+
 def read_table(path: Path) -> pa.Table:
-    """One file's rows as a table of TRIAL_SCHEMA (upgraded, not validated)."""
+    """One file's rows as a table of TRIAL_SCHEMA (upgraded, parameters completed, not validated)."""
     try:
         # One open, read whole: a path given to pyarrow may be opened more than once (schema,
         # then data) and a writer's os.replace in between would mix two versions.
@@ -253,12 +285,13 @@ def read_table(path: Path) -> pa.Table:
         table = pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
         raise CorruptResults(f"{path.name}: unreadable parquet ({exc})") from exc
-    return upgrade(table)
+    return complete_params(upgrade(table))
 
 
 def read_file(path: Path) -> pd.DataFrame:
-    """One file's rows as a DataFrame, upgraded but not validated: every row as written (what
-    a merge copies). Readers that use the rows go through `load_file` or `load_results`."""
+    """One file's rows as a DataFrame, upgraded (and its parameters completed) but not
+    validated: every row as written (what a merge copies). Readers that use the rows go through
+    `load_file` or `load_results`."""
     return read_table(path).to_pandas()
 
 

@@ -102,6 +102,17 @@ def test_an_older_table_is_upgraded(tmp_path: Path) -> None:
     assert frame["gbps"].isna().all() and frame["time_ms"].iloc[0] == 1.0
 
 
+def test_rows_written_before_a_parameter_existed_read_with_the_value_they_ran_with(tmp_path: Path) -> None:
+    before = {"block": 64, "load": "ldg", "store": "stcs", "tokens": 8, "vec_bytes": 16}
+    old_tile = row(family="tile", params=json.dumps(before), config_key="tile[block=64,...]")
+    write_table([old_tile, row()], tmp_path, "r")
+    frame, _ = load_results(tmp_path)
+    tile = frame[frame["family"] == "tile"].iloc[0]
+    assert json.loads(tile["params"]) == {**before, "order": "tile_fastest"}
+    assert tile["config_key"] == variants.Config.of("tile", **before, order="tile_fastest").key
+    assert frame[frame["family"] == "vec"].iloc[0]["config_key"] == "vec[block=256]"  # untouched
+
+
 def test_a_newer_schema_or_missing_required_column_is_skipped(tmp_path: Path) -> None:
     table = to_table(__import__("pandas").DataFrame([row()]))
     pq.write_table(
