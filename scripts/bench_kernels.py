@@ -11,7 +11,11 @@ poisoned with NaN, every element compared with the float64 reference):
   Dynamo reset before each compile) of two formulations in the default mode, then in
   "max-autotune-no-cudagraphs" (pairs closest to the tuned kernel first, while the time budget
   lasts: each such compile tunes for seconds);
-- a Triton kernel autotuned over its tile and warps (tuner/gpu/triton_peer.py).
+- a Triton kernel autotuned over its tile and warps (tuner/gpu/triton_peer.py);
+- last, head to head: the tuned kernel and the pair's fastest peer, rebuilt and validated
+  again, timed in interleaved rounds (each the fastest of its round medians), so that their
+  ratio carries neither the minutes between the passes nor the luck of the fastest of many
+  peers timed once.
 
 Every call is timed alike with tuner.gpu.timing: CUDA events around the call, L2 flushed
 before it, then a short GPU-side wait (--hold-us) so the launch is queued before the GPU gets
@@ -52,6 +56,8 @@ from tuner.peer_bench import (  # noqa: E402
     COPY_PEER,
     EAGER,
     EMPTY_PEER,
+    H2H_ROUNDS,
+    HEAD_TO_HEAD,
     LAUNCH,
     LLMC,
     PEER_GROUPS,
@@ -72,6 +78,7 @@ from tuner.peer_bench import (  # noqa: E402
     describe,
     eager_peer,
     estimate,
+    head_to_head_peer,
     llmc_peer,
     make_row,
     render,
@@ -140,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out", type=Path, help="parquet of every row (default: $OUT/peers.parquet when OUT is set)"
     )
+    parser.add_argument(
+        "--no-head-to-head",
+        dest="head_to_head",
+        action="store_false",
+        help="skip the last pass (the tuned kernel and each pair's fastest peer in interleaved rounds)",
+    )
     parser.add_argument("--estimate", action="store_true", help="print the plan and time estimate, then exit")
     return parser
 
@@ -194,6 +207,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         reps=args.reps,
         hold_us=args.hold_us,
         budget_s=args.budget_s,
+        head_to_head=args.head_to_head,
     )
 
 
@@ -264,6 +278,9 @@ class PeerBench:
         self.compile_backend = compile_backend
         self.budget = Budget(plan.budget_s, start, Costs(), plan.triton_configs)
         self.rows: list[dict[str, Any]] = []
+        # (shape key, dtype, peer) -> a fresh validated launch of a peer that measured ok, for
+        # the head-to-head pass (rebuilt then: buffers are released between pairs)
+        self.rebuilders: dict[tuple[str, str, str], Callable[[], Callable[[], Any]]] = {}
 
     # --- helpers ---
     def say(self, text: str) -> None:
@@ -342,6 +359,8 @@ class PeerBench:
         self, shape: Shape, dtype: DType, peer: str, kind: str, config: Config, note: str = "", **extra: Any
     ) -> None:
         m = self.session.measure(shape, dtype, config)
+        if m.status == STATUS_OK:
+            self.rebuilders[(shape.key, dtype.name, peer)] = lambda: self.kernel_launch(shape, dtype, config)
         self.add(
             make_row(
                 shape,
@@ -358,6 +377,17 @@ class PeerBench:
                 **extra,
             )
         )
+
+    def kernel_launch(self, shape: Shape, dtype: DType, config: Config) -> Callable[[], Any]:
+        launch = self.session.launcher(shape, dtype, config)
+        self.require(self.session.run_checked(shape, dtype, launch))
+        return launch
+
+    @staticmethod
+    def require(check: Any) -> None:
+        """Raise with the check's words unless it is an ok Validation."""
+        if isinstance(check, str) or not check.ok:
+            raise ValueError(check if isinstance(check, str) else check.summary())
 
     def tuned(self, shape: Shape, dtype: DType) -> None:
         choice = self.choices.get((shape, dtype.name))
@@ -395,6 +425,33 @@ class PeerBench:
             return f"returned {tuple(out.shape)} {out.dtype}, expected {expected} {tdtype}"
         return validate_output(self.device.to_storage(out, dtype), dout, shape, dtype, xp)
 
+    def tensor_call(
+        self, shape: Shape, dtype: DType, name: str, compile_mode: str | None
+    ) -> tuple[Callable[[], Any], Any]:
+        """The formulation's call on the pair's dout, compiled by its first call if compile_mode
+        (then also returns that first call's record, else None)."""
+        from tuner.gpu import torch_peers
+
+        dout, _ = self.session.buffers(shape, dtype)
+        source = self.device.to_torch(dout, dtype)
+        dims = (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
+        fn = torch_peers.FORMULATIONS[name]
+        if compile_mode is not None:
+            fn = torch_peers.compile_formulation(fn, compile_mode, backend=self.compile_backend)
+
+        def call() -> Any:
+            return fn(source, *dims)
+
+        first = torch_peers.first_call(call) if compile_mode is not None else None
+        return call, first
+
+    def tensor_launch(
+        self, shape: Shape, dtype: DType, name: str, compile_mode: str | None
+    ) -> Callable[[], Any]:
+        call, _ = self.tensor_call(shape, dtype, name, compile_mode)
+        self.require(self.check_tensor(shape, dtype, call))
+        return call
+
     def tensor_peer(
         self, shape: Shape, dtype: DType, peer: str, kind: str, name: str, compile_mode: str | None = None
     ) -> None:
@@ -402,21 +459,10 @@ class PeerBench:
         then validated on fresh input, then timed."""
         from tuner.gpu import torch_peers
 
-        dout, _ = self.session.buffers(shape, dtype)
-        source = self.device.to_torch(dout, dtype)
-        dims = (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
-        fn = torch_peers.FORMULATIONS[name]
         extra: dict[str, Any] = {"config": f"mode={compile_mode}" if compile_mode else ""}
         try:
-            if compile_mode is not None:
-                fn = torch_peers.compile_formulation(fn, compile_mode, backend=self.compile_backend)
-            compiled = fn
-
-            def call() -> Any:
-                return compiled(source, *dims)
-
-            if compile_mode is not None:
-                first = torch_peers.first_call(call)
+            call, first = self.tensor_call(shape, dtype, name, compile_mode)
+            if first is not None:
                 what = "compile default" if compile_mode == "default" else "compile max-autotune"
                 self.budget.record(what, first.seconds)
                 extra.update(compile_s=first.seconds, graphs=first.graphs, kernels=first.kernels)
@@ -439,6 +485,9 @@ class PeerBench:
             notes.append(f"first call compiled {extra.get('graphs')} graphs")
         if torch_peers.graphs_compiled() != graphs:
             notes.append(f"{torch_peers.graphs_compiled() - graphs} recompiles while timed")
+        self.rebuilders[(shape.key, dtype.name, peer)] = lambda: self.tensor_launch(
+            shape, dtype, name, compile_mode
+        )
         self.timing_row(shape, dtype, peer, kind, timing, message="; ".join(notes), **extra)
 
     # --- the Triton peer ---
@@ -450,13 +499,7 @@ class PeerBench:
         except ImportError as exc:
             self.add(make_row(shape, dtype, TRITON_PEER, TRITON, status="unavailable", message=str(exc)))
             return
-        dout, dinp = self.session.buffers(shape, dtype)
-        source, target = self.device.to_torch(dout, dtype), self.device.to_torch(dinp, dtype)
-        dims = (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
-
-        def launch() -> None:
-            triton_peer.repkv_backward_triton(source, target, *dims)
-
+        launch = self.triton_call(shape, dtype)
         config, seconds = "", float("nan")
         try:
             started = self.now()
@@ -481,9 +524,27 @@ class PeerBench:
             )
             self.add({**row, "compile_s": seconds})
             return
+        self.rebuilders[(shape.key, dtype.name, TRITON_PEER)] = lambda: self.triton_launch(shape, dtype)
         self.timing_row(
             shape, dtype, TRITON_PEER, TRITON, self.timed(launch), config=config, compile_s=seconds
         )
+
+    def triton_call(self, shape: Shape, dtype: DType) -> Callable[[], None]:
+        from tuner.gpu import triton_peer
+
+        dout, dinp = self.session.buffers(shape, dtype)
+        source, target = self.device.to_torch(dout, dtype), self.device.to_torch(dinp, dtype)
+        dims = (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
+
+        def launch() -> None:
+            triton_peer.repkv_backward_triton(source, target, *dims)
+
+        return launch
+
+    def triton_launch(self, shape: Shape, dtype: DType) -> Callable[[], None]:
+        launch = self.triton_call(shape, dtype)
+        self.require(self.session.run_checked(shape, dtype, launch))
+        return launch
 
     def skipped(self, shape: Shape, dtype: DType, peer: str, kind: str, what: str) -> None:
         message = (
@@ -549,6 +610,44 @@ class PeerBench:
                 self.release()
             self.write()
 
+    def head_to_head(self, shape: Shape, dtype: DType) -> None:
+        """The tuned kernel and the pair's fastest peer, each rebuilt and validated again, then
+        timed in H2H_ROUNDS rounds that alternate which goes first; each side's row is the
+        fastest of its round medians (as the copy's), the others listed in its config."""
+        rows = [r for r in self.rows if r["shape"] == shape.key and r["dtype"] == dtype.name]
+        ok = [r for r in rows if r["status"] == STATUS_OK]
+        peers = [r for r in ok if r["kind"] in PEER_KINDS]
+        if not peers or not any(r["peer"] == TUNED_PEER for r in ok):
+            return
+        fastest = min(peers, key=lambda r: r["time_ms"])["peer"]
+        sides = [TUNED_PEER, fastest]
+        launches = {}
+        for side in sides:
+            try:
+                launches[side] = self.rebuilders[(shape.key, dtype.name, side)]()
+            except Exception as exc:
+                message = f"{type(exc).__name__}: {exc}"
+                if is_sticky(message):
+                    raise
+                for name in sides:
+                    peer = head_to_head_peer(name)
+                    self.add(
+                        make_row(shape, dtype, peer, HEAD_TO_HEAD, status="error", message=message[:2000])
+                    )
+                self.release()
+                return
+        medians: dict[str, list[Any]] = {side: [] for side in sides}
+        for round_ in range(H2H_ROUNDS):
+            for side in sides if round_ % 2 == 0 else sides[::-1]:
+                medians[side].append(self.timed(launches[side]))
+        for side in sides:
+            best = min(medians[side], key=lambda t: t.median_ms)
+            listed = ", ".join(f"{t.median_ms:.4f}" for t in medians[side])
+            self.timing_row(
+                shape, dtype, head_to_head_peer(side), HEAD_TO_HEAD, best, config=f"round medians {listed}"
+            )
+        self.release()
+
     def pair_line(self, shape: Shape, dtype: DType) -> str:
         rows = [r for r in self.rows if r["shape"] == shape.key and r["dtype"] == dtype.name]
         ok = [r for r in rows if r["status"] == STATUS_OK]
@@ -576,6 +675,11 @@ class PeerBench:
             if self.plan.max_autotune_peers():
                 self.say("max-autotune pass, closest races first")
                 self.second_pass()
+            if self.plan.head_to_head:
+                self.say(f"head to head: the tuned kernel and each fastest peer, {H2H_ROUNDS} rounds")
+                for shape, dtype in pairs:
+                    self.head_to_head(shape, dtype)
+                self.write()
         except Exception as exc:  # the CUDA context is lost (or worse): report what was measured
             self.say(f"stopped: {type(exc).__name__}: {str(exc)[:2000]}")
             status = 1

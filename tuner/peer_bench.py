@@ -40,6 +40,9 @@ PEER_GROUPS = ("llmc", "eager", "compile", "max-autotune", "triton")
 CEILING, LAUNCH, TUNED = "ceiling", "launch", "tuned"
 LLMC, EAGER, COMPILED, TRITON = "llm.c", "torch eager", "torch.compile", "triton"
 PEER_KINDS = (LLMC, EAGER, COMPILED, TRITON)
+# The last pass: the tuned kernel and the pair's fastest peer again, in interleaved rounds.
+HEAD_TO_HEAD = "head to head"
+H2H_ROUNDS = 5
 
 COPY_PEER = "copy"
 EMPTY_PEER = "empty_launch"
@@ -62,6 +65,10 @@ def eager_peer(formulation: str) -> str:
 def compile_peer(mode: str, formulation: str) -> str:
     short = "max-autotune" if mode.startswith("max-autotune") else mode
     return f"compile[{short}]:{formulation}"
+
+
+def head_to_head_peer(peer: str) -> str:
+    return f"h2h:{peer}"
 
 
 LLMC_SEED = llmc_peer(LLMC_SEED_BLOCK)
@@ -99,6 +106,7 @@ class Plan:
     reps: int = 100
     hold_us: float = 150.0
     budget_s: float = 450.0
+    head_to_head: bool = True
 
     @property
     def pairs(self) -> list[tuple[Shape, DType]]:
@@ -161,6 +169,15 @@ def estimate(plan: Plan, costs: Costs = Costs()) -> Estimate:
                 validated += costs.validate_per_gb * gb
     result.parts["timing"] = timed
     result.parts["validation"] = validated
+    if plan.head_to_head:
+        # per pair, both sides rebuilt (a compile at most) and validated, then timed in rounds
+        h2h = 0.0
+        for shape, dtype in pairs:
+            gb = shape.bytes_moved(dtype) / 1e9
+            per_call_ms = 1e3 * gb / costs.gpu_gbps + costs.overhead_per_call_ms + plan.hold_us / 1e3
+            h2h += costs.compile_default + 2 * costs.validate_per_gb * gb
+            h2h += 2 * H2H_ROUNDS * plan.reps * per_call_ms / 1e3
+        result.parts["head to head"] = h2h
     if "triton" in plan.groups:
         result.parts["triton"] = plan.triton_configs * (
             costs.triton_compile * triton_layouts(pairs) + costs.triton_bench * len(pairs)
@@ -194,6 +211,11 @@ def describe(plan: Plan, est: Estimate, costs: Costs = Costs()) -> str:
             f"then max-autotune ({', '.join(plan.max_autotune_peers())}): {est.max_autotune_total} "
             "compiles, the pairs where the fastest peer is closest to the tuned kernel first, "
             "while the time budget lasts"
+        )
+    if plan.head_to_head:
+        lines.append(
+            f"then head to head: the tuned kernel and each pair's fastest peer, rebuilt and validated "
+            f"again, timed in {H2H_ROUNDS} interleaved rounds of {plan.reps} calls"
         )
     parts = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in est.parts.items())
     budget = f"{plan.budget_s:.0f}s" if plan.budget_s > 0 else "none"
@@ -357,7 +379,8 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Per shape and dtype (in the rows' order): the copy, the empty launch, the tuned kernel
     (time, x copy, GB/s), the fastest peer of PEER_KINDS, llm.c's kernel1 at block 128 and at
     its best block, and the speed-ups of the tuned kernel over each (peer time / tuned time:
-    above 1 the tuned kernel is faster)."""
+    above 1 the tuned kernel is faster); where the run ended head to head, that race's ratio
+    (h2h_vs_peer) too."""
     out = []
     for (shape, dtype), group in frame.groupby(["shape", "dtype"], sort=False):
         copy_ms, empty_ms, tuned_ms = (_time(group, p) for p in (COPY_PEER, EMPTY_PEER, TUNED_PEER))
@@ -367,6 +390,10 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
         llmc = peers[peers["kind"] == LLMC]
         llmc_best = llmc.loc[llmc["time_ms"].idxmin()] if len(llmc) else None
         seed_ms = _time(group, LLMC_SEED)
+        h2h = _ok(group)[_ok(group)["kind"] == HEAD_TO_HEAD]
+        h2h_tuned_ms = _time(group, head_to_head_peer(TUNED_PEER))
+        h2h_peer = h2h[h2h["peer"] != head_to_head_peer(TUNED_PEER)]
+        h2h_peer_ms = float(h2h_peer["time_ms"].iloc[0]) if len(h2h_peer) else float("nan")
         failed = group[~group["status"].isin([STATUS_OK, STATUS_SKIPPED])]
         failures = zip(failed["peer"], failed["status"], strict=True)
         skipped = group[group["status"] == STATUS_SKIPPED]
@@ -392,6 +419,10 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
                 "fastest_peer": best["peer"] if best is not None else "",
                 "fastest_peer_ms": float(best["time_ms"]) if best is not None else float("nan"),
                 "vs_fastest_peer": (float(best["time_ms"]) / tuned_ms) if best is not None else float("nan"),
+                "h2h_peer": str(h2h_peer["peer"].iloc[0]).removeprefix("h2h:") if len(h2h_peer) else "",
+                "h2h_tuned_ms": h2h_tuned_ms,
+                "h2h_peer_ms": h2h_peer_ms,
+                "h2h_vs_peer": h2h_peer_ms / h2h_tuned_ms,
                 "llmc_seed_ms": seed_ms,
                 "vs_llmc_seed": seed_ms / tuned_ms,
                 "llmc_best_block": int(str(llmc_best["peer"]).rsplit("@", 1)[1])
@@ -468,6 +499,7 @@ MAIN_COLUMNS: dict[str, tuple[str, str]] = {
     "fastest_peer": ("fastest peer", ""),
     "fastest_peer_ms": ("peer ms", ".4f"),
     "vs_fastest_peer": ("tuned vs peer", "x"),
+    "h2h_vs_peer": ("head to head", "x"),
     "vs_llmc_seed": ("vs llm.c k1@128", "x"),
     "llmc_best_block": ("k1 best block", ""),
     "vs_llmc_best": ("vs k1 best", "x"),
@@ -477,8 +509,9 @@ MAIN_COLUMNS: dict[str, tuple[str, str]] = {
 
 def render(summary_frame: pd.DataFrame) -> str:
     """The two tables the run prints last: bandwidth and fixed costs, then the comparison
-    ("not timed": rows of the pair that failed or were skipped, listed in the log and the
-    parquet)."""
+    ("head to head": the fastest peer's time over the tuned kernel's when the two were timed
+    again in interleaved rounds; "not timed": rows of the pair that failed or were skipped,
+    listed in the log and the parquet)."""
     frame = summary_frame.copy()
     nearest = frame["tuned_match"] == "nearest"
     frame["shape"] = frame["shape"].str.replace(r"[A-Z_]+=", "", regex=True)
@@ -488,7 +521,8 @@ def render(summary_frame: pd.DataFrame) -> str:
             "Bandwidth and fixed costs (GB/s = bytes moved / time; empty = an empty kernel launch):",
             markdown(frame, BANDWIDTH_COLUMNS),
             "Tuned kernel against its peers (ratios are peer time / tuned time: above 1 the tuned "
-            "kernel is faster; shape = B,T,NH,NH_KV,HD):",
+            "kernel is faster; head to head: the same two timed again in interleaved rounds; "
+            "shape = B,T,NH,NH_KV,HD):",
             markdown(frame, MAIN_COLUMNS),
         ]
     )

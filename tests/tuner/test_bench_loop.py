@@ -20,8 +20,8 @@ import pytest
 
 from tuner import peer_bench as pb
 from tuner.runner import Measurement
-from variants import DTYPES, FAMILIES, Shape
-from variants.reference import nan_bits, random_input, validate_output
+from variants import DTYPES, FAMILIES, Config, Shape
+from variants.reference import decode, encode, nan_bits, random_input, reference, validate_output
 
 torch = pytest.importorskip("torch")
 torch_peers = pytest.importorskip("tuner.gpu.torch_peers")
@@ -69,6 +69,16 @@ class FakeSession:
         dinp.view(np.uint32 if dtype.itemsize == 4 else np.uint16).fill(nan_bits(dtype))
         launch()
         return validate_output(dinp, dout, shape, dtype, np)
+
+    def launcher(self, shape, dtype, config):
+        """A launch that writes the reference (or, with block 1024, nothing): what a kernel does."""
+        dout, dinp = self.buffers(shape, dtype)
+
+        def launch():
+            if config.values.get("block") != 1024:
+                dinp[...] = encode(reference(decode(dout, dtype), shape).ravel(), dtype)
+
+        return launch
 
     def measure(self, shape, dtype, config):
         self.measured.append((shape, dtype.name, config.key))
@@ -352,3 +362,71 @@ def test_no_results_for_the_label_says_so(script) -> None:
     choices = script.tuned_choices(REPO / "results" / "data", "nosuchgpu", pairs, said.append)
     assert choices == {(SHAPE, "fp32"): None}
     assert "no results for GPU label 'nosuchgpu'" in said[0] and "h200" in said[0]
+
+
+def tuned_choice(dtype):
+    """What the selection would serve SHAPE: llm.c's kernel at block 256 (the fake session
+    measures it at 0.05 + 256/1e4 ms)."""
+    config = Config.of("naive", block=256)
+    group = SimpleNamespace(shape=SHAPE, dtype=dtype)
+    return {
+        (SHAPE, dtype.name): SimpleNamespace(
+            group=group, candidate=SimpleNamespace(config=config), match="exact"
+        )
+    }
+
+
+def test_head_to_head_times_the_tuned_kernel_and_the_fastest_peer_in_alternating_rounds(script) -> None:
+    fp32 = DTYPES["fp32"]
+    device = fake_device(script)
+    bench = bench_of(script, plan(groups=["llmc", "eager"]), device=device)
+    bench.choices = tuned_choice(fp32)
+    bench.first_pass(SHAPE, fp32)
+    peers = [r for r in bench.rows if r["kind"] in pb.PEER_KINDS and r["status"] == "ok"]
+    fastest = min(peers, key=lambda r: r["time_ms"])["peer"]
+    timed_before = len(device.calls)
+    bench.head_to_head(SHAPE, fp32)
+    h2h = [r for r in bench.rows if r["kind"] == pb.HEAD_TO_HEAD]
+    assert [r["peer"] for r in h2h] == [pb.head_to_head_peer(pb.TUNED_PEER), pb.head_to_head_peer(fastest)]
+    assert len(device.calls) - timed_before == 2 * pb.H2H_ROUNDS
+    # the fake timer counts up, and rounds alternate who goes first: tuned, peer | peer, tuned | ...
+    calls = [0.01 + 0.001 * n for n in range(timed_before + 1, timed_before + 2 * pb.H2H_ROUNDS + 1)]
+    tuned = [calls[0], calls[3], calls[4], calls[7], calls[8]]
+    peer = [calls[1], calls[2], calls[5], calls[6], calls[9]]
+    assert h2h[0]["time_ms"] == pytest.approx(min(tuned)) and h2h[1]["time_ms"] == pytest.approx(min(peer))
+    assert h2h[0]["config"] == "round medians " + ", ".join(f"{t:.4f}" for t in tuned)
+    line = pb.summary(pb.derive(pd.DataFrame(bench.rows), None)).iloc[0]
+    assert line["h2h_peer"] == fastest
+    assert line["h2h_vs_peer"] == pytest.approx(min(peer) / min(tuned))
+
+
+def test_head_to_head_validates_what_it_rebuilds(script, monkeypatch) -> None:
+    fp32 = DTYPES["fp32"]
+    calls = {"n": 0}
+
+    def right_once(dout, B, T, NH, NH_KV, HD):  # right when first measured, stale when rebuilt
+        calls["n"] += 1
+        if calls["n"] > 1:
+            return dout.new_empty(B, T, NH + 2 * NH_KV, HD)
+        return torch_peers.FORMULATIONS["sum_cat"](dout, B, T, NH, NH_KV, HD)
+
+    monkeypatch.setattr(torch_peers, "FORMULATIONS", {**torch_peers.FORMULATIONS, "flaky": right_once})
+    device = fake_device(script)
+    bench = bench_of(script, plan(groups=["eager"], eager=("flaky",)), device=device)
+    bench.choices = tuned_choice(fp32)
+    bench.first_pass(SHAPE, fp32)
+    timed_before = len(device.calls)
+    bench.head_to_head(SHAPE, fp32)
+    h2h = [r for r in bench.rows if r["kind"] == pb.HEAD_TO_HEAD]
+    assert [r["status"] for r in h2h] == ["error", "error"]
+    assert "elements wrong" in h2h[0]["message"]
+    assert len(device.calls) == timed_before  # nothing timed
+    line = pb.summary(pb.derive(pd.DataFrame(bench.rows), None)).iloc[0]
+    assert math.isnan(line["h2h_vs_peer"]) and line["not_timed"] == 2
+
+
+def test_a_pair_without_a_tuned_kernel_has_no_head_to_head(script) -> None:
+    bench = bench_of(script, plan(groups=["eager"]))
+    bench.first_pass(SHAPE, DTYPES["fp32"])
+    bench.head_to_head(SHAPE, DTYPES["fp32"])
+    assert not [r for r in bench.rows if r["kind"] == pb.HEAD_TO_HEAD]

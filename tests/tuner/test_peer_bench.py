@@ -61,6 +61,8 @@ def test_peer_groups_formulations_and_out(script, monkeypatch, tmp_path: Path) -
     monkeypatch.setenv("OUT", str(tmp_path))
     assert script.parse_args([]).out == tmp_path / "peers.parquet"
     assert script.parse_args(["--out", "x.parquet"]).out == Path("x.parquet")
+    assert script.make_plan(script.parse_args([])).head_to_head
+    assert not script.make_plan(script.parse_args(["--no-head-to-head"])).head_to_head
 
 
 @pytest.mark.parametrize(
@@ -163,6 +165,11 @@ def test_estimate_adds_its_parts_and_fits_max_autotune_into_the_budget() -> None
     assert none.max_autotune_fit == 0 and "compile max-autotune" not in none.parts
     text = pb.describe(plan(), pb.estimate(plan()))
     assert "2 pairs" in text and "estimate:" in text and "max-autotune" in text
+    assert "head to head" in text and unlimited.parts["head to head"] > 2 * costs.compile_default
+    no_h2h = pb.estimate(plan(budget_s=0, head_to_head=False), costs)
+    assert "head to head" not in no_h2h.parts and "head to head" not in pb.describe(
+        plan(head_to_head=False), no_h2h
+    )
 
 
 def test_budget_follows_measured_costs() -> None:
@@ -302,12 +309,12 @@ def test_render_draws_both_tables_last_the_comparison() -> None:
     lines = [line for line in main.splitlines() if line.startswith("|")]
     assert lines[0] == (
         "| shape | dtype | MB | tuned ms | x copy | fastest peer | peer ms | tuned vs peer | "
-        "vs llm.c k1@128 | k1 best block | vs k1 best | not timed |"
+        "head to head | vs llm.c k1@128 | k1 best block | vs k1 best | not timed |"
     )
     assert lines[1].count("|") == lines[0].count("|")
     small = lines[2].split(" | ")
     assert small[0] == "| 1,512,32,8,64" and small[1] == "bf16 (nearest)"
-    assert small[3:9] == ["0.0110", "1.100", "compile[default]:sum_cat", "0.0120", "1.09x", "6.36x"]
+    assert small[3:10] == ["0.0110", "1.100", "compile[default]:sum_cat", "0.0120", "1.09x", "", "6.36x"]
     assert lines[3].split(" | ")[5] == pb.TRITON_PEER
     assert lines[2].endswith(" | 2 |")
     assert "%" in bandwidth
