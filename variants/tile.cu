@@ -7,8 +7,11 @@
 // runtime division: no per-element index math, which is what short kernels pay for on small
 // shapes. Query heads copy their words; K/V head NH + j sums dout heads NH + j*NREP + r,
 // r < NREP (see common.cuh), in groups of at most 8 replicas, a group's loads before its adds.
-template <typename T, int VEC_BYTES, int HDV, int NREP, int BT, int BLOCK, int HEAD_FASTEST, int LOAD, int STORE, typename I>
-__global__ void __launch_bounds__(BLOCK, 1) repkv_tile(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
+// HEADS_C > 0 compiles the head layout in (HEADS_C = NH + 2*NH_KV, so NH_KV = HEADS_C / (NREP+2)):
+// the head-fastest block's division becomes a multiply, and the row strides immediates; the
+// NH and NH_KV arguments are then not read.
+template <typename T, int VEC_BYTES, int HDV, int NREP, int BT, int BLOCK, int HEAD_FASTEST, int LOAD, int STORE, int HEADS_C, typename I>
+__global__ void __launch_bounds__(BLOCK, 1) repkv_tile(T* dinp, const T* dout, int B, int T_, int NH_arg, int NH_KV_arg, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
     constexpr int WORDS = BT * HDV;  // words per tile
@@ -16,6 +19,8 @@ __global__ void __launch_bounds__(BLOCK, 1) repkv_tile(T* dinp, const T* dout, i
     constexpr int GROUP = NREP < 8 ? NREP : 8;
     const W* src = reinterpret_cast<const W*>(dout);
     W* dst = reinterpret_cast<W*>(dinp);
+    const int NH_KV = HEADS_C > 0 ? HEADS_C / (NREP + 2) : NH_KV_arg;
+    const int NH = HEADS_C > 0 ? NH_KV * NREP : NH_arg;
     const I tokens = I(B) * T_;
     const I heads_in = NH + 2 * NH_KV;
     int head;

@@ -29,6 +29,8 @@ REPLICA_GROUP = 8
 MAX_LIVE_REGISTERS = 128
 # Which index of (head, tile) neighbouring blocks differ in: template code 0, 1.
 ORDERS = ("tile_fastest", "head_fastest")
+# Where the head layout comes from: the kernel's arguments, or its template (HEADS_C > 0).
+HEAD_LAYOUTS = ("runtime", "compiled")
 # CUDA's limit on gridDim.x.
 MAX_GRID = 2**31 - 1
 
@@ -45,6 +47,12 @@ class Tile(Family):
             ORDERS,
             "neighbouring blocks: tiles of one head, or heads of one tile",
             earlier_rows="tile_fastest",
+        ),
+        Param(
+            "heads",
+            HEAD_LAYOUTS,
+            "the head layout (NH, NH_KV): kernel arguments, or compiled in (no division left)",
+            earlier_rows="runtime",
         ),
         Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),
         Param("store", STORE_HINTS, "global store: plain or __stcs"),
@@ -96,6 +104,7 @@ class Tile(Family):
             str(p["block"]),
             str(ORDERS.index(p["order"])),
             *hint_codes(p),
+            str(shape.heads_in if p["heads"] == "compiled" else 0),
             # the largest index is a word of dout, or a tile's last token past the end
             index_type(max(shape.dout_numel, (shape.tokens + p["tokens"]) * 3 * shape.NH * shape.HD)),
         ]

@@ -89,7 +89,16 @@ HUGE_CONFIGS = [
     Config.of("vec", block=512, vec_bytes=16, load="plain", store="stcs"),
     Config.of("warp_per_head", warps=8, vec_bytes=16, load="ldg", store="plain"),
     Config.of("split", block=256, vec_bytes=16, items=4, load="ldcs", store="plain"),
-    Config.of("tile", block=128, vec_bytes=16, tokens=4, order="head_fastest", load="ldcs", store="stcs"),
+    Config.of(
+        "tile",
+        block=128,
+        vec_bytes=16,
+        tokens=4,
+        order="head_fastest",
+        heads="compiled",
+        load="ldcs",
+        store="stcs",
+    ),
     Config.of("bulk", block=128, groups=2, stages=3, blocks_per_sm=2, l2="evict_first"),
 ]
 

@@ -108,8 +108,10 @@ def test_rows_written_before_a_parameter_existed_read_with_the_value_they_ran_wi
     write_table([old_tile, row()], tmp_path, "r")
     frame, _ = load_results(tmp_path)
     tile = frame[frame["family"] == "tile"].iloc[0]
-    assert json.loads(tile["params"]) == {**before, "order": "tile_fastest"}
-    assert tile["config_key"] == variants.Config.of("tile", **before, order="tile_fastest").key
+    assert json.loads(tile["params"]) == {**before, "order": "tile_fastest", "heads": "runtime"}
+    assert (
+        tile["config_key"] == variants.Config.of("tile", **before, order="tile_fastest", heads="runtime").key
+    )
     assert frame[frame["family"] == "vec"].iloc[0]["config_key"] == "vec[block=256]"  # untouched
 
 

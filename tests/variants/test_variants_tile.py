@@ -23,11 +23,19 @@ def tile(
     vec_bytes: int = 16,
     tokens: int = 4,
     order: str = "tile_fastest",
+    heads: str = "runtime",
     load: str = "plain",
     store: str = "plain",
 ) -> Config:
     return Config.of(
-        "tile", block=block, vec_bytes=vec_bytes, tokens=tokens, order=order, load=load, store=store
+        "tile",
+        block=block,
+        vec_bytes=vec_bytes,
+        tokens=tokens,
+        order=order,
+        heads=heads,
+        load=load,
+        store=store,
     )
 
 
@@ -122,13 +130,35 @@ def ptx(config: Config, dtype=BF16, shape: Shape = SEED) -> str:
     return report.ptx
 
 
+def divisions(text: str) -> list[str]:
+    return re.findall(r"\b(?:div|rem)\.\w+", text)
+
+
 @pytest.mark.parametrize("order", ["tile_fastest", "head_fastest"])
 @pytest.mark.parametrize("dtype", list(DTYPES.values()), ids=lambda d: d.name)
 def test_the_block_index_is_the_only_runtime_division(dtype, order: str) -> None:
     text = ptx(tile(tokens=8, order=order), dtype=dtype)
-    assert len(re.findall(r"\b(?:div|rem)\.\w+", text)) == 1, re.findall(r"\b(?:div|rem)\.\w+", text)
+    assert len(divisions(text)) == 1, divisions(text)
     assert re.search(r"\bdiv\.u32\b", text)
     assert re.findall(r"\bld\.global\.v4", text) and re.findall(r"\bst\.global\.v4", text)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES.values()), ids=lambda d: d.name)
+def test_compiled_heads_leave_no_division_in_head_fastest_order(dtype) -> None:
+    assert divisions(ptx(tile(tokens=8, order="head_fastest", heads="compiled"), dtype=dtype)) == []
+    # tile_fastest divides by the count of tiles, which B*T sets at run time
+    assert len(divisions(ptx(tile(tokens=8, order="tile_fastest", heads="compiled"), dtype=dtype))) == 1
+
+
+def test_compiled_heads_recover_the_layout_from_the_total_and_nrep() -> None:
+    # tile.cu: NH_KV = HEADS_C / (NREP + 2), NH = NH_KV * NREP
+    for nh_kv in range(1, 65):
+        for nrep in range(1, 33):
+            shape = Shape(1, 1, nh_kv * nrep, nh_kv, 8)
+            assert shape.heads_in // (nrep + 2) == nh_kv and nh_kv * nrep == shape.NH
+    expression = TILE.name_expression(SEED, BF16, tile(heads="compiled"))
+    assert f", {SEED.heads_in}, int>" in expression
+    assert ", 0, int>" in TILE.name_expression(SEED, BF16, tile())
 
 
 def test_rows_stored_before_order_existed_read_as_tile_fastest() -> None:
@@ -136,6 +166,7 @@ def test_rows_stored_before_order_existed_read_as_tile_fastest() -> None:
 
     before = '{"block": 64, "load": "ldg", "store": "stcs", "tokens": 8, "vec_bytes": 16}'
     family, config, params = parse_config("tile", before)
-    assert params["order"] == "tile_fastest" and config == tile(block=64, tokens=8, load="ldg", store="stcs")
+    assert params["order"] == "tile_fastest" and params["heads"] == "runtime"
+    assert config == tile(block=64, tokens=8, load="ldg", store="stcs")
     assert family.completed({"order": "head_fastest"})["order"] == "head_fastest"  # never overridden
     assert FAMILIES["split"].completed({"block": 64}) == {"block": 64}  # no parameter added since
