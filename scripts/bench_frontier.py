@@ -9,11 +9,15 @@ timed again after the family's configurations, and the faster of its two times i
 that drift in the GPU's state over the sweep does not favour the new family.
 
     python scripts/bench_frontier.py --gpu h200 --out DIR      # DIR/frontier.parquet
+
+The parquet is rewritten after every shape and dtype, so a sweep stopped early (a time limit,
+Ctrl-C) keeps every group it finished.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -103,12 +107,19 @@ def main() -> int:
                         | {"message": m.message[:300]}
                     )
                 rows.extend(group)
+                write_rows(rows, args.out / "frontier.parquet")
                 print(summarize(pd.DataFrame(group), copy_ms), flush=True)
                 print(f"  [{time.perf_counter() - started:.0f}s]", flush=True)
-    frame = pd.DataFrame(rows)
-    frame.to_parquet(args.out / "frontier.parquet", index=False)
-    print(f"{len(frame)} rows in {args.out / 'frontier.parquet'}")
+    print(f"{len(rows)} rows in {args.out / 'frontier.parquet'}")
     return 0
+
+
+def write_rows(rows: list[dict[str, Any]], path: Path) -> None:
+    """Every row so far, written under a temporary name and then renamed over `path`: a reader
+    (or a sweep killed mid-write) never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    os.replace(tmp, path)
 
 
 def summarize(group: pd.DataFrame, copy_ms: float) -> str:
