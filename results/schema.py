@@ -84,6 +84,9 @@ TRIAL_SCHEMA = pa.schema(
         # an empty kernel's launch in the same process, timed alike: below ~32 MB the copy's
         # fixed cost makes ratio_to_copy read low; time_ms / empty_launch_ms says how far above it
         pa.field("empty_launch_ms", pa.float64()),
+        # the GPU-side wait after each L2 flush, before the timed call (µs; 0: none, the
+        # tuner's default; null: written before it was recorded)
+        pa.field("hold_us", pa.float64()),
         # the search that asked for it
         pa.field("study", pa.string()),
         pa.field("sampler", pa.string()),

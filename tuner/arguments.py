@@ -155,6 +155,8 @@ nonnegative_fraction = _bounded(
     lambda v: 0 <= v < float("inf"),
 )
 positive_number = _bounded("positive_number", float, "a number above 0", lambda v: v > 0)
+# a wait that may be 0 (none), never negative nor infinite
+microseconds = _bounded("microseconds", float, "microseconds from 0", lambda v: 0 <= v < 1e6)
 
 
 def nonempty(text: str) -> str:

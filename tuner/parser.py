@@ -15,6 +15,7 @@ from results.store import user_results_dir
 from tuner.arguments import (
     UsageError,
     directory,
+    microseconds,
     nonempty,
     nonnegative_fraction,
     nonnegative_int,
@@ -66,6 +67,13 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
         type=positive_seconds,
         default=10.0,
         help="seconds before a hung kernel's worker is killed",
+    )
+    g.add_argument(
+        "--hold-us",
+        type=microseconds,
+        default=0.0,
+        help="GPU-side wait after each L2 flush, so the timed call is queued before the GPU "
+        "reaches it, as scripts/bench_kernels.py --hold-us (default 0: none); every row records it",
     )
     g.add_argument(
         "--replay", type=directory, metavar="DIR", help="answer trials from recorded parquet (no GPU)"
@@ -286,6 +294,7 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         replay_dir=args.replay,
         device=args.device,
         trial_timeout_s=args.trial_timeout,
+        hold_us=args.hold_us,
         progress=show_progress(args),
         replay_delay_s=args.replay_delay,
         heartbeat_s=args.heartbeat,

@@ -72,6 +72,7 @@ class TuneRequest:
     replay_dir: Path | None = None  # answer trials from recorded parquet (no GPU)
     device: int = 0  # CUDA device index
     trial_timeout_s: float = 10.0  # seconds before a hung kernel's worker is killed
+    hold_us: float = 0.0  # GPU-side wait after each L2 flush before a timed call (rows record it)
     progress: bool = True  # a progress bar per study on stderr
     replay_delay_s: float = 0.0  # a replay answers each trial after this long (as a GPU takes)
     heartbeat_s: float = HEARTBEAT_S  # a running trial's sign of life; dead after 4 of them
@@ -198,7 +199,7 @@ def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def gpu_runner(device: int = 0, timeout_s: float = 10.0) -> Runner:
+def gpu_runner(device: int = 0, timeout_s: float = 10.0, hold_us: float = 0.0) -> Runner:
     """The GPU's runner (CuPy, imported only now): CuPy and the driver are probed here first,
     and a worker that dies while starting is a TuneError saying why, not a traceback."""
     try:
@@ -209,7 +210,7 @@ def gpu_runner(device: int = 0, timeout_s: float = 10.0) -> Runner:
     except ImportError as exc:
         raise TuneError(f"no GPU runner here ({exc}): {CUDA_HINT}") from None
     try:
-        return GpuRunner(device=device, timeout_s=timeout_s)
+        return GpuRunner(device=device, timeout_s=timeout_s, hold_us=hold_us)
     except GpuBusy as exc:
         raise TuneError(f"GPU {device}: {exc}") from None
     except (WorkerFailed, ConnectionError, TimeoutError) as exc:
@@ -232,6 +233,8 @@ def check_numbers(request: TuneRequest) -> None:
         )
     if not request.trial_timeout_s > 0:
         raise TuneError(f"--trial-timeout takes seconds above 0, not {request.trial_timeout_s}")
+    if not 0 <= request.hold_us < 1e6:
+        raise TuneError(f"--hold-us takes microseconds from 0, not {request.hold_us}")
 
 
 def preflight(request: TuneRequest, replaying: bool) -> None:
@@ -302,7 +305,7 @@ def tune(
         gpu = runner.gpu
         results_dir = request.results_dir  # replays write only where asked to
     else:
-        runner = runner or gpu_runner(request.device, request.trial_timeout_s)
+        runner = runner or gpu_runner(request.device, request.trial_timeout_s, request.hold_us)
         try:
             gpu = resolve_label(request.gpu, runner.identity.name, force=request.force_gpu_label)
         except (GpuLabelMismatch, InvalidGpuLabel) as exc:

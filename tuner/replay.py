@@ -66,7 +66,8 @@ class ReplayRunner(Runner):
             cuda_version=str(first["cuda_version"] or ""),
             cupy_version=str(first["cupy_version"] or ""),
             host=str(first["host"] or ""),
-            empty_launch_ms=_recorded_empty_launch(rows),
+            empty_launch_ms=_recorded_median(rows, "empty_launch_ms"),
+            hold_us=_recorded_median(rows, "hold_us"),
         )
         self._answers: dict[tuple[str, str, str], Measurement] = {}
         self._copies: dict[GroupKey, float] = {}
@@ -127,11 +128,12 @@ class ReplayRunner(Runner):
         return answer
 
 
-def _recorded_empty_launch(rows: pd.DataFrame) -> float | None:
-    """The recording's empty-launch time (the median of its rows'), or None if it has none."""
-    if "empty_launch_ms" not in rows:
+def _recorded_median(rows: pd.DataFrame, column: str) -> float | None:
+    """The median of the recording's values of `column` (its empty launch, its hold), or None
+    if it has none."""
+    if column not in rows:
         return None
-    values = pd.to_numeric(rows["empty_launch_ms"], errors="coerce").dropna()
+    values = pd.to_numeric(rows[column], errors="coerce").dropna()
     return float(values.median()) if len(values) else None
 
 

@@ -119,6 +119,7 @@ def trial_row(
         "copy_ms": copy_ms,
         "ratio_to_copy": time_ms / copy_ms if ok and copy_ms > 0 else math.inf,
         "empty_launch_ms": identity.empty_launch_ms,
+        "hold_us": identity.hold_us,
         "study": info.study,
         "sampler": info.sampler,
         "seed": info.seed,

@@ -34,6 +34,8 @@ class GpuIdentity:
     # An empty kernel's launch, timed like every trial (L2 flushed first): the fixed cost in
     # each time, which a copy of a few MB carries too. None where nothing measured it.
     empty_launch_ms: float | None = None
+    # The GPU-side wait (µs) after each L2 flush before a timed call (0: none); None where unknown.
+    hold_us: float | None = None
 
     def as_row(self) -> dict[str, object]:
         return asdict(self)

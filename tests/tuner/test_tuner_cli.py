@@ -290,6 +290,8 @@ def _refused(argv: list[str], capsys, runner=None) -> str:
         (["--timeout", "0"], "argument --timeout: takes seconds above 0"),
         (["--timeout", "-1"], "argument --timeout: takes seconds above 0"),
         (["--trial-timeout", "0"], "argument --trial-timeout"),
+        (["--hold-us", "-1"], "argument --hold-us: takes microseconds from 0"),
+        (["--hold-us", "inf"], "argument --hold-us: takes microseconds from 0"),
         (["--trials", "0"], "argument --trials"),
         (["--device", "-1"], "argument --device"),
         (["--results", ""], "argument --results: needs a directory, not an empty string"),
@@ -379,6 +381,13 @@ def test_family_takes_repeats_and_lists_and_defaults_to_every_family() -> None:
     assert tune_request(args).families == ("tile", "split")
     assert tune_request(build_parser().parse_args(["tune"])).families == ()
     assert main(["tune", "--family", "nope", "--shape", SMALL]) == 2
+
+
+def test_hold_us_reaches_the_request_and_defaults_to_none() -> None:
+    from tuner.parser import build_parser, tune_request
+
+    assert tune_request(build_parser().parse_args(["tune", "--hold-us", "150"])).hold_us == 150.0
+    assert tune_request(build_parser().parse_args(["tune"])).hold_us == 0.0
 
 
 @pytest.fixture

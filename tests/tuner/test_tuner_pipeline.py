@@ -102,6 +102,7 @@ def test_an_interrupted_tune_says_so_keeps_its_rows_and_resumes(tmp_path: Path) 
         (dict(timeout_s=0), "--timeout takes seconds above 0"),
         (dict(timeout_s=-1.0), "--timeout takes seconds above 0"),
         (dict(trial_timeout_s=0), "--trial-timeout takes seconds above 0"),
+        (dict(hold_us=-5.0), "--hold-us takes microseconds from 0"),
         (dict(storage="redis://localhost:6379"), "this tuner cannot keep a study there"),
     ],
 )

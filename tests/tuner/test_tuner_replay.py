@@ -39,3 +39,13 @@ def test_a_replay_names_the_recordings_empty_launch(tmp_path: Path) -> None:
     rows = [{**r, "empty_launch_ms": 0.004} for r in F.recording_rows([F.SMALL], ["bf16"])[:10]]
     write_table(rows, tmp_path / "h200", "timed")
     assert ReplayRunner.from_directory(tmp_path).identity.empty_launch_ms == pytest.approx(0.004)
+
+
+def test_a_replay_names_the_recordings_hold_or_none(tmp_path: Path) -> None:
+    from results.store import write_table
+
+    rows = F.recording_rows([F.SMALL], ["bf16"])[:10]
+    write_table(rows, tmp_path / "h200", "unheld")
+    assert ReplayRunner.from_directory(tmp_path).identity.hold_us is None  # written before it was recorded
+    write_table([{**r, "hold_us": 150.0} for r in rows], tmp_path / "h200", "held")
+    assert ReplayRunner.from_directory(tmp_path).identity.hold_us == pytest.approx(150.0)

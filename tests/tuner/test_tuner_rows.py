@@ -33,6 +33,20 @@ def test_trial_row_derives_bandwidth_ratio_and_kernel_identity() -> None:
     assert row["grid"] > 0 and row["block"] > 0 and row["sm_count"] == 132
     assert objective_value(row) == pytest.approx(2.0)
     assert to_table(__import__("pandas").DataFrame([row])).num_rows == 1
+    assert row["hold_us"] is None  # the fake identity says nothing of its timing
+
+
+def test_a_row_records_the_hold_it_was_timed_with() -> None:
+    from dataclasses import replace
+
+    info = StudyInfo(gpu="h200", run_id="run-1", study="s", sampler="tpe", seed=7, trial=3)
+    config = next(c for c in FAMILIES["vec"].valid_configs(F.SHAPE, DTYPES["bf16"]))
+    measurement = Measurement(Status.OK, time_ms=1.0, reps=20)
+    held = replace(F.IDENTITY, hold_us=150.0)
+    row = trial_row(held, F.SHAPE, DTYPES["bf16"], config, measurement, 0.5, info)
+    assert row["hold_us"] == 150.0
+    table = to_table(pd.DataFrame([row]))
+    assert table.column("hold_us").to_pylist() == [150.0]
 
 
 def test_a_failure_row_has_infinite_time_and_value() -> None:

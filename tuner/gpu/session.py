@@ -104,7 +104,7 @@ class DeviceSession:
         self.reps = reps
         self._buffers: tuple[tuple[Shape, str], cp.ndarray, cp.ndarray] | None = None
         self.warm_up()
-        self.identity = replace(self.identity, empty_launch_ms=self.empty_launch_ms())
+        self.identity = replace(self.identity, empty_launch_ms=self.empty_launch_ms(), hold_us=float(hold_us))
 
     def empty_launch_ms(self, rounds: int = 3) -> float:
         """An empty kernel timed as a trial is (L2 flushed before each call): the fastest of
