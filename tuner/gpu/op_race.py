@@ -211,14 +211,16 @@ _IDENTITIES: dict[int, GpuIdentity] = {}
 
 
 def _identity(device: int) -> GpuIdentity:
-    """The device as a trial row names it (`tuner.gpu.session.read_identity`), read once."""
+    """The device as a trial row names it (`tuner.gpu.session.read_identity`), read once; a
+    race times with no hold after its flush."""
     identity = _IDENTITIES.get(device)
     if identity is None:
         import cupy as cp
 
         from tuner.gpu.session import read_identity
 
-        identity = _IDENTITIES.setdefault(device, read_identity(cp.cuda.Device(device)))
+        timed_alike = replace(read_identity(cp.cuda.Device(device)), hold_us=0.0)
+        identity = _IDENTITIES.setdefault(device, timed_alike)
     return identity
 
 
