@@ -18,7 +18,7 @@ import re
 import socket
 import tempfile
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,14 +134,25 @@ def write_arrow(table: pa.Table, directory: Path, run_id: str) -> Path:
     """Write a table of TRIAL_SCHEMA (`to_table`) as `<directory>/<run_id>.parquet`, atomically."""
     if not RUN_ID_PATTERN.fullmatch(run_id):
         raise ValueError(f"run id {run_id!r} must be letters, digits, '.', '_' or '-'")
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / f"{run_id}.parquet"
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=".parquet", dir=directory)
+    target = Path(directory) / f"{run_id}.parquet"
+    return _replace_atomically(target, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
+
+def write_frame(frame: pd.DataFrame, path: Path) -> Path:
+    """Any frame (a benchmark's rows, not trial rows) as the parquet file `path`, atomically:
+    a reader, or a run killed mid-write, sees the old file or the new one."""
+    return _replace_atomically(Path(path), lambda tmp: frame.to_parquet(tmp, index=False))
+
+
+def _replace_atomically(target: Path, write: Callable[[str], object]) -> Path:
+    """`write` a temporary file beside `target` (its directory made if need be), then rename it
+    over `target`; the temporary is removed if anything fails."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=".parquet", dir=target.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are shared data
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        write(tmp)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

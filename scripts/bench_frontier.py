@@ -17,7 +17,6 @@ Ctrl-C) keeps every group it finished.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from results.index import build_index  # noqa: E402
 from results.schema import Status  # noqa: E402
 from results.selection import select  # noqa: E402
-from results.store import bundled_results_dir, load_results  # noqa: E402
+from results.store import bundled_results_dir, load_results, write_frame  # noqa: E402
 from variants import FAMILIES, Shape, get_dtype  # noqa: E402
 
 SHAPES = [
@@ -107,19 +106,11 @@ def main() -> int:
                         | {"message": m.message[:300]}
                     )
                 rows.extend(group)
-                write_rows(rows, args.out / "frontier.parquet")
+                write_frame(pd.DataFrame(rows), args.out / "frontier.parquet")
                 print(summarize(pd.DataFrame(group), copy_ms), flush=True)
                 print(f"  [{time.perf_counter() - started:.0f}s]", flush=True)
     print(f"{len(rows)} rows in {args.out / 'frontier.parquet'}")
     return 0
-
-
-def write_rows(rows: list[dict[str, Any]], path: Path) -> None:
-    """Every row so far, written under a temporary name and then renamed over `path`: a reader
-    (or a sweep killed mid-write) never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    pd.DataFrame(rows).to_parquet(tmp, index=False)
-    os.replace(tmp, path)
 
 
 def summarize(group: pd.DataFrame, copy_ms: float) -> str:

@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results.peaks import peak_gbps  # noqa: E402
+from results.store import write_frame  # noqa: E402
 from tuner.peer_bench import (  # noqa: E402
     BENCH_SHAPES,
     CEILING,
@@ -312,15 +313,11 @@ class PeerBench:
         return frame
 
     def write(self) -> None:
-        """Rewrite the parquet (temporary name, then os.replace): a run stopped half-way
-        still leaves every row measured so far."""
+        """Rewrite the parquet (atomically, `results.store.write_frame`): a run stopped
+        half-way still leaves every row measured so far."""
         if not self.out or not self.rows:
             return
-        out = Path(self.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        self.frame().to_parquet(tmp, index=False)
-        os.replace(tmp, out)
+        write_frame(self.frame(), Path(self.out))
 
     def timing_row(self, shape: Shape, dtype: DType, peer: str, kind: str, timing: Any, **extra: Any) -> None:
         self.add(
@@ -384,10 +381,18 @@ class PeerBench:
         return launch
 
     @staticmethod
-    def require(check: Any) -> None:
+    def failure(check: Any) -> str | None:
+        """What is wrong with a check's outcome (a Validation, or a message saying the result
+        was not a dinp), or None if it is an ok Validation."""
+        if isinstance(check, str):
+            return check
+        return None if check.ok else check.summary()
+
+    def require(self, check: Any) -> None:
         """Raise with the check's words unless it is an ok Validation."""
-        if isinstance(check, str) or not check.ok:
-            raise ValueError(check if isinstance(check, str) else check.summary())
+        message = self.failure(check)
+        if message is not None:
+            raise ValueError(message)
 
     def tuned(self, shape: Shape, dtype: DType) -> None:
         choice = self.choices.get((shape, dtype.name))
@@ -474,8 +479,8 @@ class PeerBench:
             status = "compile_error" if compile_mode is not None else "error"
             self.add(make_row(shape, dtype, peer, kind, status=status, message=message[:2000], **extra))
             return
-        if isinstance(check, str) or not check.ok:
-            message = check if isinstance(check, str) else check.summary()
+        message = self.failure(check)
+        if message is not None:
             self.add(make_row(shape, dtype, peer, kind, status="wrong_result", message=message, **extra))
             return
         graphs = torch_peers.graphs_compiled()

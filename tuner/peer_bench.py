@@ -43,6 +43,7 @@ PEER_KINDS = (LLMC, EAGER, COMPILED, TRITON)
 # The last pass: the tuned kernel and the pair's fastest peer again, in interleaved rounds.
 HEAD_TO_HEAD = "head to head"
 H2H_ROUNDS = 5
+H2H_PREFIX = "h2h:"
 
 COPY_PEER = "copy"
 EMPTY_PEER = "empty_launch"
@@ -68,7 +69,7 @@ def compile_peer(mode: str, formulation: str) -> str:
 
 
 def head_to_head_peer(peer: str) -> str:
-    return f"h2h:{peer}"
+    return f"{H2H_PREFIX}{peer}"
 
 
 LLMC_SEED = llmc_peer(LLMC_SEED_BLOCK)
@@ -419,7 +420,7 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
                 "fastest_peer": best["peer"] if best is not None else "",
                 "fastest_peer_ms": float(best["time_ms"]) if best is not None else float("nan"),
                 "vs_fastest_peer": (float(best["time_ms"]) / tuned_ms) if best is not None else float("nan"),
-                "h2h_peer": str(h2h_peer["peer"].iloc[0]).removeprefix("h2h:") if len(h2h_peer) else "",
+                "h2h_peer": str(h2h_peer["peer"].iloc[0]).removeprefix(H2H_PREFIX) if len(h2h_peer) else "",
                 "h2h_tuned_ms": h2h_tuned_ms,
                 "h2h_peer_ms": h2h_peer_ms,
                 "h2h_vs_peer": h2h_peer_ms / h2h_tuned_ms,

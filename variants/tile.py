@@ -51,7 +51,7 @@ class Tile(Family):
         Param(
             "heads",
             HEAD_LAYOUTS,
-            "the head layout (NH, NH_KV): kernel arguments, or compiled in (no division left)",
+            "the head layout: kernel arguments, or compiled in (head-fastest blocks divide nothing)",
             earlier_rows="runtime",
         ),
         Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),

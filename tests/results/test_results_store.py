@@ -10,6 +10,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,7 +20,7 @@ import variants
 from results import store
 from results.best import winners
 from results.schema import COLUMNS, Status
-from results.store import TEMP_PREFIX, load_results, to_table, write_table
+from results.store import TEMP_PREFIX, load_results, to_table, write_frame, write_table
 
 
 def row(**kw) -> dict:
@@ -248,3 +249,13 @@ def test_the_test_run_never_uses_the_users_own_results_directory() -> None:
 
     here = store.user_results_dir()
     assert here != store.platform_results_dir() and "user-results" in str(here)
+
+
+def test_write_frame_replaces_the_file_whole_and_leaves_no_temporary(tmp_path: Path) -> None:
+    rows = pd.DataFrame({"shape": ["a", "b", "c", "d"], "time_ms": [1.0, 2.0, 3.0, 4.0]})
+    path = tmp_path / "sub" / "frontier.parquet"
+    write_frame(rows.iloc[:3], path)
+    assert len(pd.read_parquet(path)) == 3
+    write_frame(rows, path)  # the next group: the file grows, whole
+    assert pd.read_parquet(path).equals(rows)
+    assert [p.name for p in path.parent.iterdir()] == ["frontier.parquet"]  # no temporary left

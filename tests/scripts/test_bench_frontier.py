@@ -66,18 +66,3 @@ def test_a_sweep_without_bulk_gives_the_best_of_each_family_only() -> None:
     text = summarize(pd.concat([rows, tile]), 0.010)
     assert "best tile" in text and "0.900x copy" in text
     assert "bulk" not in text
-
-
-def test_rows_are_rewritten_whole_after_each_group(tmp_path: Path) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_frontier", ROOT / "scripts" / "bench_frontier.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    rows = sweep_rows().to_dict("records")
-    path = tmp_path / "frontier.parquet"
-    module.write_rows(rows[:3], path)
-    assert len(pd.read_parquet(path)) == 3
-    module.write_rows(rows, path)  # the next group: the file grows, whole
-    assert pd.read_parquet(path).equals(pd.DataFrame(rows))
-    assert [p.name for p in tmp_path.iterdir()] == ["frontier.parquet"]  # no temporary left
