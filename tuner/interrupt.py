@@ -6,7 +6,8 @@ leaves a trial or a lock half done. Instead, `sigint_stops(flag)` turns the firs
 a flag (`StopFlag`) that the study loop reads between trials and that the runners poll while
 they wait (a replay's delay, the GPU worker's answer); the run then ends within about a
 second, with every row it wrote readable, and exits 130. A second Ctrl-C runs the abort
-callbacks (which kill child processes) and exits at once.
+callbacks (which kill child processes) and exits at once; once the run has stopped and
+reported, a further Ctrl-C is ignored while the process exits with 130.
 
 The handler only assigns attributes: it takes no lock, so it cannot deadlock with the code
 it interrupts (an Event.set() in a handler can, if the main thread holds the Event's lock).
@@ -105,12 +106,13 @@ def sigint_stops(
     try:
         yield flag
     finally:
-        # Once a signal arrived the process is on its way out (reporting, flushing, interpreter
-        # shutdown); Python's own handler would turn a second Ctrl-C in that window into a
-        # KeyboardInterrupt traceback, so the handler stays for SIGINT. Otherwise restore.
+        # Once a signal arrived the process is on its way out (flushing, interpreter shutdown)
+        # with status 130 already decided, so a second Ctrl-C from here on is ignored. Python's
+        # own handler would turn it into a KeyboardInterrupt traceback, and this handler would
+        # not survive the shutdown either: the interpreter resets Python-level handlers to the
+        # default there, which dies by SIGINT (-2). SIG_IGN is left alone. Otherwise restore.
         for s, h in previous.items():
-            if not (presses and s == signal.SIGINT):
-                signal.signal(s, h)
+            signal.signal(s, signal.SIG_IGN if presses and s == signal.SIGINT else h)
 
 
 def _say(text: str) -> None:
