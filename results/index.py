@@ -21,8 +21,8 @@ import pandas as pd
 import pyarrow as pa
 
 import variants
-from results.best import baseline_rows, ok_rows
-from results.schema import GROUP_COLUMNS, Status
+from results.best import baseline_times, ranked
+from results.schema import GROUP_COLUMNS, Status, hold_or_zero
 from results.store import LoadReport
 from variants import Config, DType, Family, Shape
 
@@ -37,7 +37,8 @@ GroupKey = tuple[str, tuple[int, int, int, int, int], str]
 
 @dataclass(frozen=True)
 class Candidate:
-    """One correct configuration measured at one tuned shape: its fastest ok trial."""
+    """One correct configuration measured at one tuned shape: the ok trial that stands for it
+    (`results.best.ranked`: its fastest, of those timed as the tuner times where it has any)."""
 
     family: Family
     config: Config
@@ -53,6 +54,7 @@ class Candidate:
     timestamp: datetime | None
     run_id: str
     empty_launch_ms: float | None = None  # the same run's empty launch, where it was measured
+    hold_us: float = 0.0  # the GPU-side wait before each timed call (results.schema.DEFAULT_HOLD_US)
 
     @property
     def config_key(self) -> str:
@@ -61,7 +63,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class TunedGroup:
-    """Every correct configuration of one tuned (GPU, shape, dtype), fastest first."""
+    """Every correct configuration of one tuned (GPU, shape, dtype), in the order served
+    (`results.best.ranked`: fastest first, those timed as the tuner times ahead of the rest)."""
 
     gpu: str
     shape: Shape
@@ -201,16 +204,12 @@ def build_index(
     `table`, when given, is the same rows as arrow (the exports stream from it)."""
     report = report or LoadReport()
     group_cols = list(GROUP_COLUMNS)
-    ok = ok_rows(frame)
-    times = ok["time_ms"].to_numpy(dtype=float)
-    with np.errstate(invalid="ignore"):
-        ok = ok[np.isfinite(times) & (times > 0)]
-    ok = ok.sort_values(["time_ms", "timestamp"], kind="stable")
-    fastest = ok.drop_duplicates([*group_cols, "config_key"], keep="first")
+    fastest = ranked(frame)
 
-    baselines: dict[tuple, float] = {}
-    for key, median in baseline_rows(ok).groupby(group_cols)["time_ms"].median().items():
-        baselines[tuple(key)] = float(median)
+    baselines = {
+        tuple(row[:-1]): float(row[-1])
+        for row in baseline_times(frame)[[*group_cols, "baseline_ms"]].itertuples(index=False, name=None)
+    }
     trials = {tuple(k): int(n) for k, n in frame.groupby(group_cols).size().items()} if len(frame) else {}
 
     per_group: dict[tuple, list[Candidate]] = defaultdict(list)
@@ -230,9 +229,11 @@ def build_index(
         "timestamp",
         "run_id",
         "empty_launch_ms",
+        "hold_us",
     ]
-    if "empty_launch_ms" not in fastest:  # a frame that did not go through the store's schema
-        fastest = fastest.assign(empty_launch_ms=np.nan)
+    for optional in ("empty_launch_ms", "hold_us"):  # a frame that did not go through the store's schema
+        if optional not in fastest:
+            fastest = fastest.assign(**{optional: np.nan})
     for row in fastest[columns].itertuples(index=False, name=None):
         (
             gpu,
@@ -255,6 +256,7 @@ def build_index(
             timestamp,
             run_id,
             empty_launch,
+            hold,
         ) = row
         parsed = parse_config(family_name, params_json)
         if parsed is None:
@@ -277,6 +279,7 @@ def build_index(
                 timestamp=_timestamp(timestamp),
                 run_id=str(run_id),
                 empty_launch_ms=_finite(empty_launch),
+                hold_us=hold_or_zero(hold),
             )
         )
 

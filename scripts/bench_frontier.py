@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results.index import build_index  # noqa: E402
-from results.schema import Status  # noqa: E402
+from results.schema import DEFAULT_HOLD_US, Status  # noqa: E402
 from results.selection import select  # noqa: E402
 from results.store import bundled_results_dir, load_results, write_frame  # noqa: E402
 from variants import FAMILIES, Shape, get_dtype  # noqa: E402
@@ -59,8 +59,8 @@ def main() -> int:
     parser.add_argument(
         "--hold-us",
         type=float,
-        default=0.0,
-        help="GPU-side wait after each L2 flush, as bench_kernels.py --hold-us (default 0: as the tuner)",
+        default=DEFAULT_HOLD_US,
+        help="GPU-side wait after each L2 flush, as the tuner and bench_kernels.py (default %(default)g)",
     )
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--render", type=Path, help="print the summary of a frontier.parquet and exit")

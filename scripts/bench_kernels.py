@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results.peaks import peak_gbps  # noqa: E402
+from results.schema import DEFAULT_HOLD_US  # noqa: E402
 from results.store import write_frame  # noqa: E402
 from tuner.peer_bench import (  # noqa: E402
     BENCH_SHAPES,
@@ -129,9 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--hold-us",
         type=float,
-        default=150.0,
-        help="GPU-side wait after each L2 flush so the timed call is queued ahead; 0 to time "
-        "with the CPU's launch cost exposed (default: 150)",
+        default=DEFAULT_HOLD_US,
+        help="GPU-side wait after each L2 flush so the timed call is queued ahead, as the tuner "
+        "times; 0 to time with the CPU's launch cost exposed (default: %(default)g)",
     )
     parser.add_argument(
         "--budget-s",

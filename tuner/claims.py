@@ -26,7 +26,7 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from results.schema import Status
+from results.schema import Status, hold_or_zero, holds
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import Measurement
 from variants import FAMILIES, DType, Family, Shape
@@ -45,12 +45,35 @@ def stored_answers(
     shape: Shape,
     dtype: DType,
     families: Mapping[str, Family] | None = None,
+    hold_us: float | None = None,
 ) -> dict[str, dict[str, Any]]:
     """config key -> the stored row that answers it: same GPU, shape, dtype and kernel
-    source. A configuration measured more than once answers with its median ok row, or its
-    latest failure when it never ran correctly."""
+    source, timed alike (`hold_us`; None: however it was timed). A configuration measured
+    more than once answers with its median ok row, or its latest failure when it never ran
+    correctly."""
     if frame.empty:
         return {}
+    rows = answering_rows(frame, gpu, shape, dtype, families, hold_us)
+    answers: dict[str, dict[str, Any]] = {}
+    for key, group in rows.groupby("config_key", sort=False):
+        ok = group[group["status"] == Status.OK].sort_values("time_ms")
+        pick = ok.iloc[(len(ok) - 1) // 2] if not ok.empty else group.sort_values("timestamp").iloc[-1]
+        answers[str(key)] = pick.to_dict()
+    return answers
+
+
+def answering_rows(
+    frame: pd.DataFrame,
+    gpu: str,
+    shape: Shape,
+    dtype: DType,
+    families: Mapping[str, Family] | None = None,
+    hold_us: float | None = None,
+) -> pd.DataFrame:
+    """The rows that may answer a study of (gpu, shape, dtype) timed with `hold_us`: its
+    own, of the current kernel sources, timed alike (rows of another hold rank apart and
+    are measured again; None: any hold). The store and other workers' files are read through
+    this one filter."""
     registry = FAMILIES if families is None else families
     mask = (frame["gpu"] == gpu) & (frame["dtype"] == dtype.name)
     for name, value in shape.as_dict().items():
@@ -58,12 +81,10 @@ def stored_answers(
     rows = frame[mask]
     hashes = {n: f.source_hash for n, f in registry.items()}
     rows = rows[rows["family"].map(hashes) == rows["source_hash"]]
-    answers: dict[str, dict[str, Any]] = {}
-    for key, group in rows.groupby("config_key", sort=False):
-        ok = group[group["status"] == Status.OK].sort_values("time_ms")
-        pick = ok.iloc[(len(ok) - 1) // 2] if not ok.empty else group.sort_values("timestamp").iloc[-1]
-        answers[str(key)] = pick.to_dict()
-    return answers
+    if hold_us is not None:
+        recorded = holds(rows["hold_us"]) if "hold_us" in rows else pd.Series(0.0, index=rows.index)
+        rows = rows[recorded == hold_or_zero(hold_us)]
+    return rows
 
 
 # What `mark` says of a trial that measured nothing (it answers nothing): the statuses that

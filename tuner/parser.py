@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from results.schema import DEFAULT_HOLD_US
 from results.store import user_results_dir
 from tuner.arguments import (
     UsageError,
@@ -71,9 +72,10 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
     g.add_argument(
         "--hold-us",
         type=microseconds,
-        default=0.0,
+        default=DEFAULT_HOLD_US,
         help="GPU-side wait after each L2 flush, so the timed call is queued before the GPU "
-        "reaches it, as scripts/bench_kernels.py --hold-us (default 0: none); every row records it",
+        "reaches it, as scripts/bench_kernels.py does (default %(default)g; 0: none); every row "
+        "records it, and rows timed with another hold are measured again, not reused",
     )
     g.add_argument(
         "--replay", type=directory, metavar="DIR", help="answer trials from recorded parquet (no GPU)"

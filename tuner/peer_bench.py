@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from results.schema import DEFAULT_HOLD_US
 from tuner.presets import DEFAULT_SHAPES, MODELS
 from variants import DType, Shape
 from variants.family import BLOCK_SIZES
@@ -105,7 +106,7 @@ class Plan:
     max_autotune: Sequence[str]  # formulations compiled in max-autotune mode, in this order
     triton_configs: int
     reps: int = 100
-    hold_us: float = 150.0
+    hold_us: float = DEFAULT_HOLD_US
     budget_s: float = 450.0
     head_to_head: bool = True
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 from optuna.storages import BaseStorage
 
-from results.schema import SHAPE_COLUMNS
+from results.schema import DEFAULT_HOLD_US, SHAPE_COLUMNS
 from results.store import clean_stale_temporaries, load_results, read_dirs, user_results_dir
 from tuner.arguments import SEED_MAX
 from tuner.ask_ahead import AHEAD
@@ -72,7 +72,7 @@ class TuneRequest:
     replay_dir: Path | None = None  # answer trials from recorded parquet (no GPU)
     device: int = 0  # CUDA device index
     trial_timeout_s: float = 10.0  # seconds before a hung kernel's worker is killed
-    hold_us: float = 0.0  # GPU-side wait after each L2 flush before a timed call (rows record it)
+    hold_us: float = DEFAULT_HOLD_US  # GPU-side wait after each L2 flush before a timed call (rows record it)
     progress: bool = True  # a progress bar per study on stderr
     replay_delay_s: float = 0.0  # a replay answers each trial after this long (as a GPU takes)
     heartbeat_s: float = HEARTBEAT_S  # a running trial's sign of life; dead after 4 of them
@@ -98,8 +98,9 @@ class TuneResult:
         return outcome_frame(self.outcomes)
 
 
-def study_plans(request: TuneRequest, gpu: str, seed: int) -> list[StudyPlan]:
-    """One plan per shape and dtype of the request, in that order."""
+def study_plans(request: TuneRequest, gpu: str, seed: int, hold_us: float | None = None) -> list[StudyPlan]:
+    """One plan per shape and dtype of the request, in that order; `hold_us` is how the
+    runner times (part of the default study name)."""
     single = len(request.shapes) * len(request.dtypes) == 1
     return [
         StudyPlan(
@@ -109,7 +110,7 @@ def study_plans(request: TuneRequest, gpu: str, seed: int) -> list[StudyPlan]:
             study_name=(
                 request.study
                 if request.study and single
-                else default_study_name(gpu, shape, DTYPES[d], request.study, request.families)
+                else default_study_name(gpu, shape, DTYPES[d], request.study, request.families, hold_us)
             ),
             sampler=request.sampler,
             seed=seed,
@@ -148,10 +149,12 @@ def run_plans(
         for plan in plans:
             if stop:
                 break
+            hold = runner.identity.hold_us
             if warm_start:
-                plan = with_warm_start(plan, [stored_index, index_of(outcome_frame(outcomes))], warm_start)
+                indexes = [stored_index, index_of(outcome_frame(outcomes))]
+                plan = with_warm_start(plan, indexes, warm_start, hold)
             known = (
-                stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families)
+                stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families, hold)
                 if stored is not None
                 else None
             )
@@ -168,7 +171,15 @@ def run_plans(
                 progress=progress,
                 stop=stop,
                 watch=(
-                    StoreWatch(sink.root, plan.gpu, plan.shape, plan.dtype, families, own=lambda: sink.files)
+                    StoreWatch(
+                        sink.root,
+                        plan.gpu,
+                        plan.shape,
+                        plan.dtype,
+                        families,
+                        own=lambda: sink.files,
+                        hold_us=hold,
+                    )
                     if sink is not None
                     else None
                 ),
@@ -199,7 +210,7 @@ def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def gpu_runner(device: int = 0, timeout_s: float = 10.0, hold_us: float = 0.0) -> Runner:
+def gpu_runner(device: int = 0, timeout_s: float = 10.0, hold_us: float = DEFAULT_HOLD_US) -> Runner:
     """The GPU's runner (CuPy, imported only now): CuPy and the driver are probed here first,
     and a worker that dies while starting is a TuneError saying why, not a traceback."""
     try:
@@ -331,7 +342,7 @@ def tune(
     # what is already measured: the results directory, and the bundled results unless replaying
     bundled = request.replay_dir is None and request.bundled
     stored = load_results(read_dirs(results_dir, bundled=bundled))[0] if results_dir else None
-    plans = study_plans(request, gpu, seed)
+    plans = study_plans(request, gpu, seed, runner.identity.hold_us)
     if echo is not None:
         echo(
             f"tuning {gpu} ({result.device_name}): {len(request.shapes)} shapes x {len(request.dtypes)} "

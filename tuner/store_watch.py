@@ -24,10 +24,11 @@ import pyarrow.parquet as pq
 
 from results.schema import SHAPE_COLUMNS
 from results.store import TEMP_PREFIX, CorruptResults, read_file
-from tuner.claims import stored_answers
-from variants import FAMILIES, DType, Family, Shape
+from tuner.claims import answering_rows, stored_answers
+from variants import DType, Family, Shape
 
-KEY_COLUMNS = ("gpu", *SHAPE_COLUMNS, "dtype", "family", "source_hash", "config_key", "study")
+KEY_COLUMNS = ("gpu", *SHAPE_COLUMNS, "dtype", "family", "source_hash", "config_key", "study", "hold_us")
+OPTIONAL_KEY_COLUMNS = frozenset({"hold_us"})  # files written before it lack it (read as 0)
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +43,15 @@ class StoreWatch:
         families: Mapping[str, Family] | None = None,
         *,
         own: Callable[[], list[Path]] = list,
+        hold_us: float | None = None,
     ) -> None:
         self.directory = Path(directory) / gpu
         self.gpu, self.shape, self.dtype, self.families = gpu, shape, dtype, families
+        self.hold_us = hold_us  # only rows timed alike answer (None: any)
         self.own = own  # this process's files (never re-read)
         self._seen: dict[str, tuple[int, int]] = {}
         self._keys: dict[str, set[str]] = {}  # file -> the configurations it answers
         self._studies: dict[str, dict[str, set[str]]] = {}  # file -> study -> its configurations
-        registry = FAMILIES if families is None else families
-        self._hashes = {n: f.source_hash for n, f in registry.items()}
         self.reads = 0
 
     def _changed(self) -> list[Path]:
@@ -91,13 +92,10 @@ class StoreWatch:
     def _keys_of(self, path: Path) -> tuple[set[str], dict[str, set[str]]]:
         with open(path, "rb") as handle:  # one read: a writer's os.replace cannot mix versions
             data = handle.read()
-        table = pq.read_table(pa.BufferReader(data), columns=list(KEY_COLUMNS))
-        frame = table.to_pandas()
-        mask = (frame["gpu"] == self.gpu) & (frame["dtype"] == self.dtype.name)
-        for name, value in self.shape.as_dict().items():
-            mask &= frame[name] == value
-        rows = frame[mask]
-        rows = rows[rows["family"].map(self._hashes) == rows["source_hash"]]
+        present = set(pq.read_schema(pa.BufferReader(data)).names)
+        columns = [c for c in KEY_COLUMNS if c in present or c not in OPTIONAL_KEY_COLUMNS]
+        frame = pq.read_table(pa.BufferReader(data), columns=columns).to_pandas()
+        rows = answering_rows(frame, self.gpu, self.shape, self.dtype, self.families, self.hold_us)
         studies = {str(study): set(group["config_key"]) for study, group in rows.groupby("study")}
         return set(rows["config_key"]), studies
 
@@ -122,4 +120,4 @@ class StoreWatch:
             return None
         frame = pd.concat(frames, ignore_index=True)
         frame = frame[frame["config_key"] == key]
-        return stored_answers(frame, self.gpu, self.shape, self.dtype, self.families).get(key)
+        return stored_answers(frame, self.gpu, self.shape, self.dtype, self.families, self.hold_us).get(key)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from results.schema import hold_or_zero
 from tuner.rows import objective_value
 from variants import FAMILIES, Config, DType, Family, Shape
 
@@ -60,12 +61,21 @@ def kernels_hash(families: Mapping[str, Family] | None = None) -> str:
 
 
 def default_study_name(
-    gpu: str, shape: Shape, dtype: DType, prefix: str | None = None, families: Sequence[str] = ()
+    gpu: str,
+    shape: Shape,
+    dtype: DType,
+    prefix: str | None = None,
+    families: Sequence[str] = (),
+    hold_us: float | None = None,
 ) -> str:
-    """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16'. The kernel sources'
-    hash is part of the default prefix: edited kernels start a fresh study. A search of some
-    families only ('.../bf16/tile,split') is a study of its own: its space differs."""
+    """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16/hold150us'. The kernel
+    sources' hash is part of the default prefix: edited kernels start a fresh study. A search
+    of some families only ('.../bf16/tile,split/hold150us') is a study of its own: its space
+    differs; so is a study timed with another hold (none: no suffix), whose values differ."""
     if prefix is None:
         prefix = f"repkv-{kernels_hash()}"
     name = f"{prefix}/{gpu}/{shape.key}/{dtype.name}"
-    return f"{name}/{','.join(families)}" if families else name
+    if families:
+        name = f"{name}/{','.join(families)}"
+    hold = hold_or_zero(hold_us)
+    return f"{name}/hold{hold:g}us" if hold else name

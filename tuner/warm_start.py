@@ -2,9 +2,10 @@
 nearest tuned shapes of the same GPU (the serving rule's order, `results.selection`), queued
 first with Optuna's `enqueue_trial`; the sampler goes on from there.
 
-The group being tuned is left out (its own rows answer without measuring anyway);
-`replay-eval --warm-start` leaves out every dtype of the held-out shape, so the figures it
-reports are those of a shape the store never saw.
+The group being tuned is left out where its own rows answer without measuring; where they were
+timed with another hold, its own leaders are queued first, to be measured again (rows of two
+holds never rank together, `results.best.ranked`). `replay-eval --warm-start` leaves out every
+dtype of the held-out shape, so the figures it reports are those of a shape the store never saw.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from results.index import GroupKey, StoreIndex, TunedGroup, build_index
+from results.schema import hold_or_zero
 from results.selection import nearest_choices
 from tuner.space import SearchSpace
 from tuner.study_plan import StudyPlan
@@ -34,13 +36,24 @@ def warm_start_configs(
     size: int = WARM_START_SIZE,
     per_shape: int = WARM_START_PER_SHAPE,
     exclude: Collection[GroupKey] = (),
+    hold_us: float | None = None,
 ) -> list[Config]:
     """The configurations to queue first for (shape, dtype), from one GPU's tuned `groups`:
-    valid there, distinct, the group of (shape, dtype) itself left out."""
+    valid there, distinct. The group of (shape, dtype) itself is left out where its rows
+    answer; where they were timed with another hold than the run's (`hold_us`), they answer
+    nothing, and its own leaders (up to `size`) are measured again first."""
     if size <= 0:
         return []
-    usable = [g for g in groups if not (g.shape == shape and g.dtype.name == dtype.name)]
-    return [c.candidate.config for c in nearest_choices(usable, shape, dtype, size, per_shape, exclude)]
+    own = [g for g in groups if g.shape == shape and g.dtype.name == dtype.name and g.key not in exclude]
+    usable = [g for g in groups if g not in own]
+    again = []
+    if hold_us is not None:
+        hold = hold_or_zero(hold_us)
+        leaders = [c for g in own for c in g.candidates[:size]]
+        again = [c.config for c in leaders if c.hold_us != hold]
+    nearest = nearest_choices(usable, shape, dtype, size, per_shape, exclude)
+    found = list(dict.fromkeys([*again, *(c.candidate.config for c in nearest)]))
+    return found[:size]
 
 
 def shape_held_out(index: StoreIndex, gpu: str, shape: Shape) -> set[GroupKey]:
@@ -64,10 +77,13 @@ def enqueue(study: optuna.Study, space: SearchSpace, configs: Iterable[Config]) 
     return queued
 
 
-def with_warm_start(plan: StudyPlan, indexes: Iterable[StoreIndex | None], size: int) -> StudyPlan:
-    """`plan` with the warm start that the tuned groups of its GPU in `indexes` give it."""
+def with_warm_start(
+    plan: StudyPlan, indexes: Iterable[StoreIndex | None], size: int, hold_us: float | None = None
+) -> StudyPlan:
+    """`plan` with the warm start that the tuned groups of its GPU in `indexes` give it, for a
+    run that times with `hold_us` (None: however the store did)."""
     groups = [g for index in indexes if index is not None for g in index.groups_of(plan.gpu)]
-    configs = warm_start_configs(groups, plan.shape, plan.dtype, size)
+    configs = warm_start_configs(groups, plan.shape, plan.dtype, size, hold_us=hold_us)
     return dataclasses.replace(plan, warm_start=tuple(configs)) if configs else plan
 
 

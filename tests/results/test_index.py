@@ -3,9 +3,11 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-from trial_rows import S1, VEC16, h100_rows, trial
+from trial_rows import GATHER, NAIVE128, S1, SPLIT16, VEC16, h100_rows, trial
 
+from results.best import winners
 from results.index import build_index, parse_config
+from results.schema import DEFAULT_HOLD_US
 from results.store import empty_frame
 
 
@@ -43,3 +45,39 @@ def test_parse_config() -> None:
 def test_empty_store() -> None:
     index = build_index(empty_frame())
     assert index.groups == {} and index.gpus == {} and index.available_gpus() == []
+
+
+def test_rows_timed_with_the_tuners_hold_rank_ahead_of_rows_timed_otherwise() -> None:
+    """Held and unheld times differ by a few percent at small shapes: a configuration timed
+    as the tuner times (DEFAULT_HOLD_US) ranks ahead of a faster one timed without a hold
+    (null: written before the column), and one timed both ways stands by its held row."""
+    held = DEFAULT_HOLD_US
+    rows = [
+        trial("h100", S1, "bf16", "naive", NAIVE128, 0.80, number=0, hold_us=held),
+        trial("h100", S1, "bf16", "naive", NAIVE128, 0.60, number=1),  # unheld: not the baseline
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.09, number=2),  # null hold: read as 0
+        trial("h100", S1, "bf16", "vec", VEC16, 0.10, number=3, hold_us=held),
+        trial("h100", S1, "bf16", "vec", VEC16, 0.08, number=4, hold_us=0.0),
+        trial("h100", S1, "bf16", "gather", GATHER, 0.07, number=5, hold_us=300.0),
+    ]
+    index = build_index(pd.DataFrame(rows))
+    group = index.groups[("h100", (8, 1024, 32, 8, 128), "bf16")]
+    assert [(c.family.name, c.time_ms) for c in group.candidates] == [
+        ("vec", 0.10),
+        ("naive", 0.80),
+        ("gather", 0.07),
+        ("split", 0.09),
+    ]
+    assert [c.hold_us for c in group.candidates] == [held, held, 300.0, 0.0]
+    assert group.baseline_ms == 0.80  # the baseline timed alike
+    best = winners(pd.DataFrame(rows))
+    assert best["family"].tolist() == ["vec"] and best["speedup_vs_baseline"].tolist() == [8.0]
+
+
+def test_a_group_timed_one_way_only_ranks_as_before() -> None:
+    rows = [
+        trial("h100", S1, "bf16", "vec", VEC16, 0.10, hold_us=0.0),
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.09),
+    ]
+    group = build_index(pd.DataFrame(rows)).groups[("h100", (8, 1024, 32, 8, 128), "bf16")]
+    assert [c.family.name for c in group.candidates] == ["split", "vec"]

@@ -94,3 +94,18 @@ def test_what_a_trial_records_is_what_another_worker_reads_back(status: Status) 
     measurement, copy_ms = recorded(study.trials[0])
     assert measurement.status is status and copy_ms == 0.5
     assert measurement.time_ms == (2.0 if status == Status.OK else math.inf)
+
+
+def test_only_rows_timed_alike_answer_a_run_that_names_its_hold() -> None:
+    """Rows written before the hold was recorded (null) read as timed without one."""
+    vec = FAMILIES["vec"].valid_configs(F.SMALL, BF16)[0]
+    frame = pd.DataFrame(
+        [
+            {**_row(BASELINE, Measurement(Status.OK, time_ms=1.0)), "hold_us": None},
+            {**_row(vec, Measurement(Status.OK, time_ms=2.0)), "hold_us": 150.0},
+        ]
+    )
+    assert set(stored_answers(frame, "h200", F.SMALL, BF16, hold_us=0.0)) == {BASELINE.key}
+    assert set(stored_answers(frame, "h200", F.SMALL, BF16, hold_us=150.0)) == {vec.key}
+    assert set(stored_answers(frame, "h200", F.SMALL, BF16)) == {BASELINE.key, vec.key}  # any hold
+    assert stored_answers(frame.drop(columns="hold_us"), "h200", F.SMALL, BF16, hold_us=150.0) == {}

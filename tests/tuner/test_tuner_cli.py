@@ -383,11 +383,12 @@ def test_family_takes_repeats_and_lists_and_defaults_to_every_family() -> None:
     assert main(["tune", "--family", "nope", "--shape", SMALL]) == 2
 
 
-def test_hold_us_reaches_the_request_and_defaults_to_none() -> None:
+def test_hold_us_reaches_the_request_and_defaults_to_the_tuners_hold() -> None:
+    from results.schema import DEFAULT_HOLD_US
     from tuner.parser import build_parser, tune_request
 
-    assert tune_request(build_parser().parse_args(["tune", "--hold-us", "150"])).hold_us == 150.0
-    assert tune_request(build_parser().parse_args(["tune"])).hold_us == 0.0
+    assert tune_request(build_parser().parse_args(["tune", "--hold-us", "0"])).hold_us == 0.0
+    assert tune_request(build_parser().parse_args(["tune"])).hold_us == DEFAULT_HOLD_US == 150.0
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -7,6 +8,8 @@ import optuna
 import pytest
 import tuner_fakes as F
 
+from results.index import build_index, shape_tuple
+from results.schema import DEFAULT_HOLD_US
 from results.store import load_results, write_table
 from tuner.bench import BenchRunner
 from tuner.pipeline import TuneError, TuneRequest, run_plans, study_plans, tune
@@ -238,3 +241,32 @@ def test_a_family_unknown_or_too_new_for_the_gpu_is_refused_before_measuring(tmp
     with pytest.raises(TuneError, match=r"family bulk needs compute capability 9\.0"):
         tune(request(families=("split", "bulk"), results_dir=tmp_path), runner)
     assert runner.closed and not runner.calls
+
+
+def test_rows_timed_with_another_hold_are_measured_again_and_rank_after(tmp_path: Path) -> None:
+    """A store timed without the hold (rows written before it, null) answers nothing to a
+    run that holds: its leaders are queued first and measured again, the study has a name of
+    its own, and the group then serves from the held rows."""
+    old = F.RecordingRunner()  # its identity records no hold: rows read as hold 0
+    tune(request(results_dir=tmp_path, trials=6, warm_start=0), old)
+    before = build_index(load_results(tmp_path)[0]).groups[("h200", shape_tuple(F.SMALL), "bf16")]
+    leaders = [c.config for c in before.candidates[:2]]
+
+    held = F.RecordingRunner()
+    held.identity = dataclasses.replace(held.identity, hold_us=DEFAULT_HOLD_US)
+    result = tune(request(results_dir=tmp_path, trials=6, warm_start=2), held)
+    (outcome,) = result.outcomes
+    assert outcome.plan.study_name.endswith(f"/bf16/hold{DEFAULT_HOLD_US:g}us")
+    assert [c for _, _, c in held.calls[:2]] == leaders  # the old leaders, measured again first
+    assert len(held.calls) == 6 and outcome.answered == 0
+    frame = load_results(tmp_path)[0]
+    group = build_index(frame).groups[("h200", shape_tuple(F.SMALL), "bf16")]
+    assert len(group.candidates) == len(set(frame["config_key"]))
+    served = [c.hold_us for c in group.candidates]
+    assert served[:6] == [DEFAULT_HOLD_US] * 6 and set(served[6:]) <= {0.0}
+
+    again = F.RecordingRunner()
+    again.identity = held.identity
+    (rerun,) = tune(request(results_dir=tmp_path, trials=6, warm_start=2), again).outcomes
+    # timed alike, the held rows fill the same study's budget and answer: nothing measured
+    assert again.calls == [] and set(rerun.rows) == {c.key for _, _, c in held.calls}

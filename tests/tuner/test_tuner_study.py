@@ -267,3 +267,18 @@ def test_a_retry_whose_worker_still_lives_here_is_not_measured_a_second_time() -
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_another_workers_rows_answer_only_a_watch_timed_alike(tmp_path) -> None:
+    """A file written before rows recorded their hold (no such column) answers a watch that
+    times without one, and nothing to one that holds."""
+    import pyarrow.parquet as pq
+
+    sink = ResultsSink(tmp_path, "h200", "old")
+    StudyLoop(plan(trials=3, study_name="old"), F.synthetic_runner(), None, run_id="old", sink=sink).run()
+    (path,) = sink.files
+    pq.write_table(pq.read_table(path).drop_columns(["hold_us"]), path)
+    key = load_results(tmp_path)[0]["config_key"].iloc[0]
+    assert StoreWatch(tmp_path, "h200", F.SMALL, BF16, hold_us=0.0).answer(key) is not None
+    assert StoreWatch(tmp_path, "h200", F.SMALL, BF16).answer(key) is not None
+    assert StoreWatch(tmp_path, "h200", F.SMALL, BF16, hold_us=150.0).answer(key) is None

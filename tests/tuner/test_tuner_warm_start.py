@@ -150,3 +150,14 @@ def test_replay_eval_with_a_warm_start_holds_the_shape_out_and_needs_fewer_trial
     medians = replay_eval.overall_medians(results)
     assert set(medians) == {"tpe", "tpe+warm"}
     assert medians["tpe+warm"] <= 2 < medians["tpe"]
+
+
+def test_the_groups_own_leaders_come_first_where_they_were_timed_with_another_hold() -> None:
+    a, b, c, d = configs(4)
+    own = [{**r, "hold_us": None} for r in rows_of(NEW, "bf16", {a: 1.0, b: 1.1, c: 1.2})]
+    index = index_with([own, rows_of(NEAR, "bf16", {d: 1.0})])
+    groups = index.groups_of("h200")
+    assert warm_start_configs(groups, NEW, BF16, size=3, hold_us=150.0) == [a, b, c]
+    assert warm_start_configs(groups, NEW, BF16, size=4, hold_us=150.0) == [a, b, c, d]
+    assert warm_start_configs(groups, NEW, BF16, size=3, hold_us=0.0) == [d]  # they answer
+    assert warm_start_configs(groups, NEW, BF16, size=3) == [d]  # a run that names no hold

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
-from results.schema import Status
+from results.schema import DEFAULT_HOLD_US, Status
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, Measurement, Runner, Work
 from variants import Config, DType, Family, Shape
@@ -95,7 +95,7 @@ class GpuRunner(Runner):
         compile_timeout_s: float = 300.0,
         start_timeout_s: float = 180.0,
         reps: int = 50,
-        hold_us: float = 0.0,
+        hold_us: float = DEFAULT_HOLD_US,
     ):
         super().__init__()
         self.device = device

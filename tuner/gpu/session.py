@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import cupy as cp
 
-from results.schema import Status
+from results.schema import DEFAULT_HOLD_US, Status
 from tuner.gpu.kernels import CompileError, Kernels
 from tuner.gpu.timing import L2Flusher, Timing, empty_launch, time_device_copy, time_launches
 from tuner.runner import GpuIdentity, Measurement
@@ -93,7 +93,7 @@ class DeviceSession:
         device: int = 0,
         families: Mapping[str, Family] | None = None,
         reps: int = 50,
-        hold_us: float = 0.0,
+        hold_us: float = DEFAULT_HOLD_US,
     ):
         self.device = cp.cuda.Device(device)
         self.device.use()

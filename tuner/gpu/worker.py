@@ -14,11 +14,16 @@ import traceback
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 
+from results.schema import DEFAULT_HOLD_US
 from variants import Family
 
 
 def serve(
-    conn: Connection, device: int, families: Mapping[str, Family] | None, reps: int, hold_us: float = 0.0
+    conn: Connection,
+    device: int,
+    families: Mapping[str, Family] | None,
+    reps: int,
+    hold_us: float = DEFAULT_HOLD_US,
 ) -> None:
     # Ctrl-C in the terminal reaches the whole process group: the parent decides (it stops
     # between trials, or kills this process on a second Ctrl-C); a trial is never cut here.
