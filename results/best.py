@@ -32,12 +32,22 @@ def other_timing(rows: pd.DataFrame) -> pd.Series:
     return hold != DEFAULT_HOLD_US
 
 
+def timed_as_served(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (gpu, shape, dtype), the rows of the timing its served ranking leads with: those
+    timed as the tuner times (`DEFAULT_HOLD_US`) where the group has any, else all of its
+    rows. What compares times within a group (a heat map, a family's best, the baseline)
+    reads these, so that no time taken one way is set against one taken the other."""
+    if frame.empty:
+        return frame
+    other = other_timing(frame)
+    first = other.groupby([frame[c] for c in GROUP_COLUMNS], dropna=False).transform("min")
+    return frame[other <= first]
+
+
 def baseline_times(frame: pd.DataFrame) -> pd.DataFrame:
     """Median of llm.c's configuration (naive, block 128) per group, as `baseline_ms`: of its
     rows timed as the tuner times where a group has any (as `ranked` prefers them)."""
-    base = baseline_rows(frame)
-    other = other_timing(base)
-    base = base[other <= other.groupby([base[c] for c in GROUP_COLUMNS]).transform("min")]
+    base = timed_as_served(baseline_rows(frame))
     return (
         base.groupby(list(GROUP_COLUMNS), as_index=False)["time_ms"]
         .median()

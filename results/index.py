@@ -82,9 +82,11 @@ class TunedGroup:
         return self.candidates[0]
 
     def time_of(self, config_key: str) -> float | None:
+        """The configuration's time here, where it was timed as the group's best was (with the
+        same hold: times taken otherwise are not comparable); None otherwise."""
         for candidate in self.candidates:
             if candidate.config_key == config_key:
-                return candidate.time_ms
+                return candidate.time_ms if candidate.hold_us == self.best.hold_us else None
         return None
 
 

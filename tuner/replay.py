@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from results.best import timed_as_served
 from results.schema import SHAPE_COLUMNS, Status
 from results.store import load_results
 from tuner.interrupt import TrialInterrupted
@@ -56,7 +57,9 @@ class ReplayRunner(Runner):
         super().__init__()
         self.delay_s = max(0.0, float(delay_s))
         self.gpu = choose_label(frame, gpu)
-        rows = frame[frame["gpu"] == self.gpu]
+        # one timing per group, the one its served ranking leads with (rows timed with the
+        # tuner's hold where a group has any): a replay never answers with times of two kinds
+        rows = timed_as_served(frame[frame["gpu"] == self.gpu])
         first = rows.iloc[0]
         self.identity = GpuIdentity(
             name=str(first["gpu_name"] or self.gpu),

@@ -62,6 +62,11 @@ class Measurement(BaseModel):
     ratio_to_empty_launch: float | None = Field(
         None, description="time over empty_launch_ms: how far above a launch's fixed cost the kernel is"
     )
+    hold_us: float = Field(
+        0.0,
+        description="the GPU-side wait after each L2 flush before a timed call (µs; 0: none). The "
+        "tuner holds 150 by default, and a group's rows timed so are served ahead of rows timed otherwise",
+    )
     baseline_ms: float | None = Field(None, description="llm.c's kernel1 at block 128, same GPU and shape")
     speedup_vs_baseline: float | None = None
     gpu_name: str | None = None

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 import variants
-from results.best import baseline_rows, winners
+from results.best import baseline_rows, timed_as_served, winners
 from results.index import StoreIndex, shape_tuple
 from results.peaks import PEAK_GBPS
 from results.schema import GROUP_COLUMNS, SHAPE_COLUMNS, Status
@@ -264,8 +264,9 @@ def _ok(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def heatmap(trials: pd.DataFrame) -> pd.DataFrame:
-    """Variant x block size: the best correct time (ms). Rows fastest first; NaN = not measured."""
-    ok = _ok(trials).dropna(subset=["block_size"])
+    """Variant x block size: the best correct time (ms) of the rows timed as the group's
+    ranking leads with (`timed_as_served`). Rows fastest first; NaN = not measured."""
+    ok = _ok(timed_as_served(trials)).dropna(subset=["block_size"])
     if ok.empty:
         return pd.DataFrame()
     ok = ok.assign(time_ms=pd.to_numeric(ok["time_ms"], errors="coerce"))
@@ -318,9 +319,11 @@ def convergence(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def reference_times(trials: pd.DataFrame) -> dict[str, float | None]:
-    """llm.c's baseline (naive, block 128; median of its correct trials) and the copy's median."""
-    base = pd.to_numeric(baseline_rows(_ok(trials))["time_ms"], errors="coerce").dropna()
-    copy = pd.to_numeric(trials.get("copy_ms", pd.Series(dtype=float)), errors="coerce").dropna()
+    """llm.c's baseline (naive, block 128; median of its correct trials) and the copy's median,
+    of the rows timed as the group's ranking leads with (`timed_as_served`)."""
+    rows = timed_as_served(trials)
+    base = pd.to_numeric(baseline_rows(_ok(rows))["time_ms"], errors="coerce").dropna()
+    copy = pd.to_numeric(rows.get("copy_ms", pd.Series(dtype=float)), errors="coerce").dropna()
     copy = copy[np.isfinite(copy) & (copy > 0)]
     return {
         "baseline_ms": float(base.median()) if len(base) else None,
@@ -338,7 +341,7 @@ def family_best(frame: pd.DataFrame, shape: Shape, dtype: str) -> pd.DataFrame:
     """GPU x family: the best correct time, its fraction of the copy, and `ratio_to_best`:
     over the best of any family on that GPU (1.0 = the winning family)."""
     columns = ["gpu", "family", "time_ms", "ratio_to_copy", "ratio_to_best"]
-    ok = _ok(_select_shape(usable(frame), shape, dtype))
+    ok = _ok(timed_as_served(_select_shape(usable(frame), shape, dtype)))
     if ok.empty:
         return pd.DataFrame(columns=columns)
     ok = ok.assign(time_ms=pd.to_numeric(ok["time_ms"], errors="coerce"))
@@ -354,7 +357,7 @@ def family_vs_best(frame: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
     """Family against family across shapes: per GPU, shape and dtype, each family's best
     correct time over the best of any family there (1.0 = this family wins). Shapes in the
     overview's order, families in the registry's."""
-    ok = _ok(usable(frame if gpu is None else _of_gpu(frame, gpu)))
+    ok = _ok(timed_as_served(usable(frame if gpu is None else _of_gpu(frame, gpu))))
     if ok.empty:
         return pd.DataFrame(columns=FAMILY_COLUMNS)
     ok = ok.assign(time_ms=pd.to_numeric(ok["time_ms"], errors="coerce"))

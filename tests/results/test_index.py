@@ -81,3 +81,13 @@ def test_a_group_timed_one_way_only_ranks_as_before() -> None:
     ]
     group = build_index(pd.DataFrame(rows)).groups[("h100", (8, 1024, 32, 8, 128), "bf16")]
     assert [c.family.name for c in group.candidates] == ["split", "vec"]
+
+
+def test_a_configuration_timed_otherwise_than_the_groups_best_has_no_comparable_time() -> None:
+    rows = [
+        trial("h100", S1, "bf16", "vec", VEC16, 0.10, hold_us=DEFAULT_HOLD_US),
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.09),
+    ]
+    group = build_index(pd.DataFrame(rows)).groups[("h100", (8, 1024, 32, 8, 128), "bf16")]
+    assert group.time_of(group.best.config_key) == 0.10
+    assert group.time_of(group.candidates[1].config_key) is None  # leave-one-out cannot judge it

@@ -49,3 +49,17 @@ def test_a_replay_names_the_recordings_hold_or_none(tmp_path: Path) -> None:
     assert ReplayRunner.from_directory(tmp_path).identity.hold_us is None  # written before it was recorded
     write_table([{**r, "hold_us": 150.0} for r in rows], tmp_path / "h200", "held")
     assert ReplayRunner.from_directory(tmp_path).identity.hold_us == pytest.approx(150.0)
+
+
+def test_a_replay_of_rows_timed_both_ways_answers_with_the_held_ones(tmp_path: Path) -> None:
+    from results.store import write_table
+
+    bf16 = DTYPES["bf16"]
+    rows = [r for r in F.recording_rows([F.SMALL], ["bf16"]) if r["config_key"] == BASELINE.key]
+    write_table([{**r, "time_ms": 0.5, "copy_ms": 1.0} for r in rows], tmp_path / "h200", "unheld")
+    write_table(
+        [{**r, "time_ms": 2.0, "copy_ms": 4.0, "hold_us": 150.0} for r in rows], tmp_path / "h200", "held"
+    )
+    runner = ReplayRunner.from_directory(tmp_path)
+    assert runner.measure(F.SMALL, bf16, BASELINE).time_ms == 2.0
+    assert runner.copy_time(F.SMALL, bf16) == 4.0 and runner.identity.hold_us == 150.0

@@ -96,6 +96,7 @@ def answer(
             ratio_to_empty_launch=candidate.time_ms / candidate.empty_launch_ms
             if candidate.empty_launch_ms
             else None,
+            hold_us=candidate.hold_us,
             baseline_ms=baseline,
             speedup_vs_baseline=baseline / candidate.time_ms if baseline else None,
             gpu_name=candidate.gpu_name,

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import S1, S2, VEC16, make_client, trial
+from conftest import S1, S2, SPLIT16, VEC16, make_client, trial
 from fastapi.testclient import TestClient
 
 import variants
@@ -222,3 +222,15 @@ def test_a_hopper_only_kernel_says_so_and_the_peak_and_empty_launch_are_given(tm
     assert measured["empty_launch_ms"] == pytest.approx(0.003)
     assert measured["ratio_to_empty_launch"] == pytest.approx(0.09 / 0.003)
     assert variants.get_family("vec").min_compute_capability == 0
+
+
+def test_a_group_timed_with_the_hold_is_served_from_those_rows_and_says_so(tmp_path) -> None:
+    rows = [
+        trial("h200", S1, "bf16", "vec", VEC16, 0.10, number=0, hold_us=150.0),
+        trial("h200", S1, "bf16", "split", SPLIT16, 0.08, number=1),  # older, unheld: ranked after
+    ]
+    write_table(rows, tmp_path, "run")
+    with make_client(tmp_path) as client:
+        assert client.app.state.store.wait_ready(30)
+        body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}))
+    assert body["kernel"]["family"] == "vec" and body["measured"]["hold_us"] == 150.0

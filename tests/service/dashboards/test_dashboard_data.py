@@ -8,7 +8,7 @@ from conftest import S1, S2, SPLIT16, VEC16, WPH, h100_rows, other_rows, trial
 
 import variants
 from results.index import StoreIndex, build_index
-from results.schema import Status
+from results.schema import DEFAULT_HOLD_US, Status
 from results.store import empty_frame
 from service.dashboards import data
 
@@ -341,3 +341,27 @@ def test_served_instead_is_what_best_serves_on_an_untuned_shape() -> None:
     assert (nearest.iloc[0]["B"], nearest.iloc[0]["dtype"]) == (8, BF16)
     assert nearest.iloc[-1]["tier"] == 2  # fp32: another dtype comes last
     assert data.nearest_tuned(index, "nope", shape, variants.get_dtype(BF16)).empty
+
+
+def test_views_that_compare_times_read_only_the_rows_timed_as_the_group_is_served() -> None:
+    """A group with rows timed with the tuner's hold: the heat map, each family's best and the
+    references leave out its rows timed otherwise (faster or not); a group without any held
+    row keeps all of its rows."""
+    held = {"hold_us": DEFAULT_HOLD_US}
+    rows = pd.DataFrame(
+        [
+            trial("g", S1, BF16, "vec", VEC16, 0.20, number=0, **held),
+            trial("g", S1, BF16, "split", SPLIT16, 0.25, number=1, **held),
+            trial("g", S1, BF16, "split", SPLIT16, 0.05, number=2),  # unheld: not compared
+            trial("g", S1, BF16, "naive", {"block": 128}, 0.01, number=3, hold_us=0.0),
+            trial("g", S2, BF16, "vec", VEC16, 0.30, number=0),  # a group without held rows
+        ]
+    )
+    trials = data.shape_trials(rows, "g", S1, BF16)
+    assert data.heatmap_winner(data.heatmap(trials))["time_ms"] == pytest.approx(0.20)
+    assert "naive" not in data.heatmap(trials).index.str.split().str[0].tolist()
+    assert data.reference_times(trials)["baseline_ms"] is None
+    best = data.family_best(rows, S1, BF16).set_index("family")["ratio_to_best"]
+    assert best.to_dict() == pytest.approx({"vec": 1.0, "split": 1.25})
+    table = data.family_vs_best(rows, "g")
+    assert table[table["B"] == 1]["time_ms"].tolist() == [pytest.approx(0.30)]
