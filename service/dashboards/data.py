@@ -14,7 +14,7 @@ import variants
 from results.best import baseline_rows, timed_as_served, winners
 from results.index import StoreIndex, shape_tuple
 from results.peaks import PEAK_GBPS
-from results.schema import GROUP_COLUMNS, SHAPE_COLUMNS, Status
+from results.schema import GROUP_COLUMNS, SHAPE_COLUMNS, Status, holds
 from results.selection import rank_groups, select
 from variants import DType, Shape
 
@@ -188,7 +188,8 @@ def _text_column(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def search_series(frame: pd.DataFrame) -> pd.Series:
-    """One name per search, short enough for a legend: the sampler and seed ('tpe seed 0'),
+    """One name per search, short enough for a legend: the sampler and seed ('tpe seed 0'), and
+    the hold where it timed with one ('tpe seed 0, held 150 µs'),
     where the study name is the same for every dtype and sampler. Searches are told apart by
     (study, else run id; sampler; seed); two that would get one name are numbered in the order
     they started ('tpe seed 0, run 2/2'); with neither sampler nor seed, 'run 1/2'."""
@@ -199,10 +200,15 @@ def search_series(frame: pd.DataFrame) -> pd.Series:
     seeds = (
         pd.to_numeric(frame["seed"], errors="coerce") if "seed" in frame else pd.Series(np.nan, frame.index)
     )
+    hold = holds(frame["hold_us"]) if "hold_us" in frame else pd.Series(0.0, index=frame.index)
     keys = pd.Series(
         list(
             zip(
-                study, sampler.fillna(""), seeds.map(lambda s: "" if pd.isna(s) else str(int(s))), strict=True
+                study,
+                sampler.fillna(""),
+                seeds.map(lambda s: "" if pd.isna(s) else str(int(s))),
+                hold.map(lambda h: f"held {h:g} µs" if h else ""),
+                strict=True,
             )
         ),
         index=frame.index,
@@ -216,7 +222,12 @@ def search_series(frame: pd.DataFrame) -> pd.Series:
     for key in dict.fromkeys(keys):  # keys without a timestamp come last
         if key not in first:
             first.append(key)
-    base = {key: " ".join(p for p in (key[1], f"seed {key[2]}" if key[2] else "") if p) for key in first}
+    base = {
+        key: ", ".join(
+            p for p in (" ".join(p for p in (key[1], f"seed {key[2]}" if key[2] else "") if p), key[3]) if p
+        )
+        for key in first
+    }
     names: dict[tuple, str] = {}
     for label in dict.fromkeys(base.values()):
         same = [key for key in first if base[key] == label]

@@ -11,8 +11,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
 import variants
+from results.best import timed_as_served
 from results.index import StoreIndex, shape_tuple
-from results.schema import Status
+from results.schema import DEFAULT_HOLD_US, Status
 from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
 from service.api.errors import unprocessable
 from service.api.models import ErrorBody
@@ -147,6 +148,14 @@ def _winner_summary(trials: pd.DataFrame, gpu: str, shape: Shape, dtype: DType) 
         f"{e(name)} ({n})" for name, n in trials.groupby("series", sort=False).size().items()
     )
     counts = f"<p>{len(trials)} trials, {ok} correct; searches: {searches}. "
+    compared = len(timed_as_served(trials))
+    if compared < len(trials):
+        counts += (
+            f"The winner and the heat map are ranked among the {compared} of these trials timed "
+            f"with the tuner's {DEFAULT_HOLD_US:g} µs hold; the other {len(trials) - compared}, timed "
+            "otherwise, are in the trials chart and ranked after them: times taken the two ways are "
+            "not compared. "
+        )
     counts += f"{link('This shape on every GPU', pages.gpus_url(shape, dtype.name))}.</p>"
     if best.empty:
         return f'<div class="summary"><p>No correct configuration.</p>{counts}</div>'

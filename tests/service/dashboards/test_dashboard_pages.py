@@ -303,3 +303,17 @@ def test_log_ticks_are_plain_numbers() -> None:
 def test_every_family_has_its_own_colour() -> None:
     assert set(draw.FAMILY_COLORS) == set(variants.FAMILIES)
     assert len(set(draw.FAMILY_COLORS.values())) == len(draw.FAMILY_COLORS)
+
+
+def test_the_shape_page_says_which_trials_its_winner_was_ranked_among(tmp_path: Path) -> None:
+    rows = [
+        trial("h100", S1, "bf16", "vec", VEC16, 0.10, number=0, hold_us=150.0),
+        trial("h100", S1, "bf16", "vec", {**VEC16, "block": 128}, 0.05, number=1),  # unheld
+    ]
+    write_table(rows, tmp_path, "run")
+    with make_client(tmp_path) as client:
+        assert client.app.state.store.wait_ready(30)
+        text = client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE}).text
+    assert "ranked among the 1 of these trials timed with the tuner's 150 µs hold; the other 1" in text
+    assert "vec[block=256" in text.split("<b>Winner:</b>")[1][:200]
+    assert "searches: seed 0, held 150 µs (1), seed 0 (1)" in text
