@@ -28,8 +28,7 @@ def baseline_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 def other_timing(rows: pd.DataFrame) -> pd.Series:
     """Per row, whether it was timed otherwise than the tuner times (`DEFAULT_HOLD_US`)."""
-    hold = holds(rows["hold_us"]) if "hold_us" in rows else pd.Series(0.0, index=rows.index)
-    return hold != DEFAULT_HOLD_US
+    return holds(rows) != DEFAULT_HOLD_US
 
 
 def timed_as_served(frame: pd.DataFrame) -> pd.DataFrame:

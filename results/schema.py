@@ -110,10 +110,12 @@ COLUMNS = tuple(TRIAL_SCHEMA.names)
 DEFAULT_HOLD_US = 150.0
 
 
-def holds(values: pd.Series) -> pd.Series:
-    """The `hold_us` column with rows written before it existed (null) read as 0: they were
-    timed without a hold."""
-    return pd.to_numeric(values, errors="coerce").fillna(0.0).astype(float)
+def holds(rows: pd.DataFrame) -> pd.Series:
+    """Each row's hold (µs), rows written before the column existed (null, or no column at
+    all) read as 0: they were timed without a hold."""
+    if "hold_us" not in rows:
+        return pd.Series(0.0, index=rows.index)
+    return pd.to_numeric(rows["hold_us"], errors="coerce").fillna(0.0).astype(float)
 
 
 def hold_or_zero(value: object) -> float:

@@ -82,8 +82,7 @@ def answering_rows(
     hashes = {n: f.source_hash for n, f in registry.items()}
     rows = rows[rows["family"].map(hashes) == rows["source_hash"]]
     if hold_us is not None:
-        recorded = holds(rows["hold_us"]) if "hold_us" in rows else pd.Series(0.0, index=rows.index)
-        rows = rows[recorded == hold_or_zero(hold_us)]
+        rows = rows[holds(rows) == hold_or_zero(hold_us)]
     return rows
 
 

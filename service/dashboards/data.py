@@ -200,7 +200,7 @@ def search_series(frame: pd.DataFrame) -> pd.Series:
     seeds = (
         pd.to_numeric(frame["seed"], errors="coerce") if "seed" in frame else pd.Series(np.nan, frame.index)
     )
-    hold = holds(frame["hold_us"]) if "hold_us" in frame else pd.Series(0.0, index=frame.index)
+    hold = holds(frame)
     keys = pd.Series(
         list(
             zip(
