@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from results.best import timed_as_served
-from results.schema import SHAPE_COLUMNS, Status
+from results.schema import DEFAULT_HOLD_US, SHAPE_COLUMNS, Status, holds
 from results.store import load_results
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, GroupKey, Measurement, Runner
@@ -57,9 +56,7 @@ class ReplayRunner(Runner):
         super().__init__()
         self.delay_s = max(0.0, float(delay_s))
         self.gpu = choose_label(frame, gpu)
-        # one timing per group, the one its served ranking leads with (rows timed with the
-        # tuner's hold where a group has any): a replay never answers with times of two kinds
-        rows = timed_as_served(frame[frame["gpu"] == self.gpu])
+        rows = fullest_timing(frame[frame["gpu"] == self.gpu])
         first = rows.iloc[0]
         self.identity = GpuIdentity(
             name=str(first["gpu_name"] or self.gpu),
@@ -129,6 +126,21 @@ class ReplayRunner(Runner):
             self.missing[(shape.key, dtype.name)] += 1
             return Measurement.failed(Status.MISSING, f"{config.key} is not in the recording")
         return answer
+
+
+def fullest_timing(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (shape, dtype), the rows of one timing (one hold): the one that recorded the most
+    configurations, as a replay wants the fullest recording (an exhaustive grid timed without
+    the hold beats 40 configurations timed with it); on a tie, the one the store serves first
+    (the tuner's hold). A replay never answers with times of two kinds."""
+    if rows.empty:
+        return rows
+    hold = holds(rows)
+    keys = [rows[c] for c in (*SHAPE_COLUMNS, "dtype")]
+    counts = rows.groupby([*keys, hold])["config_key"].transform("nunique")
+    served = (hold == DEFAULT_HOLD_US).astype(int)
+    rank = counts * 2 + served  # more configurations first, then the served timing
+    return rows[rank == rank.groupby(keys).transform("max")]
 
 
 def _recorded_median(rows: pd.DataFrame, column: str) -> float | None:

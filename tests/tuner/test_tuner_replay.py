@@ -63,3 +63,18 @@ def test_a_replay_of_rows_timed_both_ways_answers_with_the_held_ones(tmp_path: P
     runner = ReplayRunner.from_directory(tmp_path)
     assert runner.measure(F.SMALL, bf16, BASELINE).time_ms == 2.0
     assert runner.copy_time(F.SMALL, bf16) == 4.0 and runner.identity.hold_us == 150.0
+
+
+def test_a_replay_answers_from_the_timing_that_recorded_the_most_configurations(tmp_path: Path) -> None:
+    """An exhaustive recording timed without the hold beats a few configurations timed with
+    it: a replay wants the fullest recording, and never mixes the two."""
+    from results.store import write_table
+
+    bf16 = DTYPES["bf16"]
+    rows = F.recording_rows([F.SMALL], ["bf16"])
+    baseline = [r for r in rows if r["config_key"] == BASELINE.key]
+    write_table(rows, tmp_path / "h200", "grid")  # unheld (null), every configuration
+    write_table([{**r, "time_ms": 9.0, "hold_us": 150.0} for r in baseline], tmp_path / "h200", "held")
+    runner = ReplayRunner.from_directory(tmp_path)
+    assert runner.measure(F.SMALL, bf16, BASELINE).time_ms == pytest.approx(baseline[0]["time_ms"])
+    assert len(runner.recorded(F.SMALL, bf16)) == len(rows) and runner.identity.hold_us is None
