@@ -123,6 +123,11 @@ def cmd_replay_eval(args: argparse.Namespace) -> int:
             )
     except NoRecording as exc:
         raise UsageError(str(exc)) from None
+    if not results:
+        raise UsageError(
+            f"no shape and dtype under {args.recording} holds every configuration of any family: "
+            "record one first (tune --sampler grid, or --family NAME --sampler grid)"
+        )
     table = replay_eval.summary(results)
     with_pct = f"{args.tolerance:.0%}"
     print(f"trials to come within {with_pct} of the exhaustive optimum ({args.seeds} seeds; inf: never)")

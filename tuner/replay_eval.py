@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import statistics
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +30,10 @@ from tuner.replay import ReplayRunner
 from tuner.study import StudyLoop
 from tuner.study_plan import StudyPlan
 from tuner.warm_start import shape_held_out, warm_start_configs
-from variants import DTYPES, Shape, valid_configs
+from variants import DTYPES, Family, Shape, valid_configs
 
 DEFAULT_SAMPLERS = ("tpe", "random", "tpe+warm")
+MIN_SPACE = 100  # configurations a recorded group's complete families must span to be evaluated
 WARM = "+warm"
 
 
@@ -52,10 +53,30 @@ def trials_to_target(measured: list[tuple[str, float]], target: float) -> float:
     return math.inf
 
 
-def optimum(runner: ReplayRunner, shape: Shape, dtype: str) -> float:
-    """The recording's best objective value: time over copy of the fastest ok config."""
+def complete_families(runner: ReplayRunner, shape: Shape, dtype: str) -> dict[str, Family]:
+    """The families whose every valid configuration the recording holds for (shape, dtype):
+    an exhaustive grid's, not those a later tuning run sampled there (a `--family tile` run
+    on a recorded shape adds 40 of tile's configurations, not all of them)."""
+    recorded = runner.recorded(shape, DTYPES[dtype])
+    return {
+        name: family
+        for name, family in runner.runnable_families(shape, DTYPES[dtype]).items()
+        if all(c.key in recorded for c in valid_configs(shape, DTYPES[dtype], {name: family}))
+    }
+
+
+def optimum(runner: ReplayRunner, shape: Shape, dtype: str, families: Mapping[str, Family]) -> float:
+    """The recording's best objective value over `families`: time over copy of the fastest
+    ok configuration of theirs."""
     answers = runner.recorded(shape, DTYPES[dtype])
-    best = min((m.time_ms for m in answers.values() if m.status == Status.OK), default=math.inf)
+    best = min(
+        (
+            m.time_ms
+            for key, m in answers.items()
+            if m.status == Status.OK and key.partition("[")[0] in families
+        ),
+        default=math.inf,
+    )
     return best / runner.copy_time(shape, DTYPES[dtype])
 
 
@@ -71,8 +92,10 @@ def evaluate_one(
     ahead: int = 1,
 ) -> EvalResult:
     """One run; `index` (the recording's) gives a `+warm` sampler its warm start; `ahead`
-    trials are asked at once, as `tune --ahead` does on a GPU."""
-    target = optimum(runner, shape, dtype) * (1.0 + tolerance)
+    trials are asked at once, as `tune --ahead` does on a GPU. The search covers the families
+    the recording holds completely there (`complete_families`), and so does the optimum."""
+    families = complete_families(runner, shape, dtype)
+    target = optimum(runner, shape, dtype, families) * (1.0 + tolerance)
     base = sampler.removesuffix(WARM)
     warm: list = []
     if sampler.endswith(WARM) and index is not None:
@@ -90,7 +113,7 @@ def evaluate_one(
         warm_start=tuple(warm),
         ahead=ahead,
     )
-    outcome = StudyLoop(plan, runner, None).run()
+    outcome = StudyLoop(plan, runner, None, families=families).run()
     return EvalResult(sampler, shape, dtype, seed, trials_to_target(outcome.measured, target))
 
 
@@ -111,14 +134,17 @@ def _evaluate_group(args: Task) -> list[EvalResult]:
 
 
 def exhaustive_groups(runner: ReplayRunner) -> list[tuple[Shape, str]]:
-    """The recorded (shape, dtype) groups that hold every valid configuration: only there is
-    the recorded optimum the true one. Partial recordings (a tuning run's) are left out."""
-    return [
-        (shape, dtype)
-        for shape, dtype in runner.groups()
-        if len(runner.recorded(shape, DTYPES[dtype]))
-        >= len(valid_configs(shape, DTYPES[dtype], runner.runnable_families(shape, DTYPES[dtype])))
-    ]
+    """The recorded (shape, dtype) groups whose completely recorded families
+    (`complete_families`) make a space of at least MIN_SPACE configurations: only over those is
+    the recorded optimum the true one, and a smaller space (llm.c's six block sizes, which
+    every study measures) is no test of a sampler. Groups a tuning run only sampled are left
+    out."""
+    found = []
+    for shape, dtype in runner.groups():
+        families = complete_families(runner, shape, dtype)
+        if len(valid_configs(shape, DTYPES[dtype], families)) >= MIN_SPACE:
+            found.append((shape, dtype))
+    return found
 
 
 def evaluate(

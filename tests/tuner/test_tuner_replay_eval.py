@@ -44,3 +44,32 @@ def test_replay_eval_judges_only_exhaustive_recordings(tmp_path: Path) -> None:
 def test_trials_to_target() -> None:
     assert replay_eval.trials_to_target([("a", 3.0), ("b", 1.5), ("c", 1.0)], 1.5) == 2
     assert replay_eval.trials_to_target([("a", 3.0)], 1.0) == float("inf")
+
+
+def test_a_grid_sampled_again_by_one_family_is_judged_over_its_complete_families(tmp_path: Path) -> None:
+    """A `--family tile` run on a recorded grid adds some of tile's configurations: the group
+    stays exhaustive for the families the grid recorded, and the search and its optimum keep to
+    those. A group where only llm.c's six block sizes are complete is no test of a sampler."""
+    rows = F.recording_rows([F.SMALL, F.SHAPE], ["bf16"])
+    grid = [r for r in rows if r["B"] == F.SMALL.B and r["family"] != "tile"]
+    tile = [r for r in rows if r["B"] == F.SMALL.B and r["family"] == "tile"]
+    sampled = [{**r, "time_ms": r["time_ms"] / 10} for r in tile[:5]]  # faster, but not searched
+    naive_only = [r for r in rows if r["B"] == F.SHAPE.B and r["family"] in ("naive", "vec")][:7]
+    write_table(grid + sampled + naive_only, tmp_path / "h200", "mixed")
+    runner = ReplayRunner(replay_eval.load(tmp_path), "h200")
+    assert [(s.key, d) for s, d in replay_eval.exhaustive_groups(runner)] == [(SMALL, "bf16")]
+    families = replay_eval.complete_families(runner, F.SMALL, "bf16")
+    assert "tile" not in families and "split" in families
+    best = min(r["time_ms"] / r["copy_ms"] for r in grid if r["status"] == "ok")
+    assert replay_eval.optimum(runner, F.SMALL, "bf16", families) == pytest.approx(best)
+    (result,) = replay_eval.evaluate(replay_eval.load(tmp_path), samplers=("random",), seeds=1)
+    assert result.trials < float("inf")
+
+
+def test_replay_eval_says_so_when_nothing_was_recorded_exhaustively(tmp_path: Path, capsys) -> None:
+    from tuner.cli import main
+
+    write_table(F.recording_rows([F.SMALL], ["bf16"])[::3], tmp_path / "h200", "sampled")
+    assert main(["replay-eval", str(tmp_path), "--seeds", "1", "--samplers", "random"]) == 2
+    err = capsys.readouterr().err
+    assert "holds every configuration of any family" in err and err.count("\n") == 1
