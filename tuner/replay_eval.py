@@ -12,6 +12,7 @@ plays a store that never saw the shape.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import statistics
@@ -23,7 +24,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
-from results.index import StoreIndex, build_index
+from results.index import StoreIndex, TunedGroup, build_index
 from results.schema import Status
 from results.store import load_results
 from tuner.replay import ReplayRunner
@@ -80,6 +81,19 @@ def optimum(runner: ReplayRunner, shape: Shape, dtype: str, families: Mapping[st
     return best / runner.copy_time(shape, DTYPES[dtype])
 
 
+def of_families(groups: Iterable[TunedGroup], families: Mapping[str, Family]) -> list[TunedGroup]:
+    """The tuned groups with only the candidates of `families`, in their order (those left
+    with none dropped): the warm start a search of those families would get from a store
+    that held nothing else. Without it a grid of some families, judged beside a store whose
+    winners are of another family, would be warm-started with nothing it can search."""
+    kept = []
+    for group in groups:
+        candidates = tuple(c for c in group.candidates if c.family.name in families)
+        if candidates:
+            kept.append(dataclasses.replace(group, candidates=candidates))
+    return kept
+
+
 def evaluate_one(
     runner: ReplayRunner,
     sampler: str,
@@ -100,7 +114,8 @@ def evaluate_one(
     warm: list = []
     if sampler.endswith(WARM) and index is not None:
         held_out = shape_held_out(index, runner.gpu, shape)
-        warm = warm_start_configs(index.groups_of(runner.gpu), shape, DTYPES[dtype], exclude=held_out)
+        groups = of_families(index.groups_of(runner.gpu), families)
+        warm = warm_start_configs(groups, shape, DTYPES[dtype], exclude=held_out)
     plan = StudyPlan(
         gpu=runner.gpu,
         shape=shape,

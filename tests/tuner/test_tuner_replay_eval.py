@@ -73,3 +73,19 @@ def test_replay_eval_says_so_when_nothing_was_recorded_exhaustively(tmp_path: Pa
     assert main(["replay-eval", str(tmp_path), "--seeds", "1", "--samplers", "random"]) == 2
     err = capsys.readouterr().err
     assert "holds every configuration of any family" in err and err.count("\n") == 1
+
+
+def test_the_warm_start_of_a_search_of_some_families_comes_from_those_families() -> None:
+    import pandas as pd
+
+    from results.index import build_index
+
+    rows = [r for r in F.recording_rows([F.SHAPE], ["bf16"]) if r["family"] in ("tile", "split")]
+    group = build_index(pd.DataFrame(rows)).groups_of("h200")[0]
+    assert {c.family.name for c in group.candidates} == {"tile", "split"}
+    (kept,) = replay_eval.of_families([group], {"split": None})
+    assert {c.family.name for c in kept.candidates} == {"split"}
+    assert [c.config_key for c in kept.candidates] == [
+        c.config_key for c in group.candidates if c.family.name == "split"
+    ]
+    assert replay_eval.of_families([group], {"naive": None}) == []
