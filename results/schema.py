@@ -3,6 +3,7 @@ meaning; `results.store.upgrade` turns older tables into this one."""
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 
 import pandas as pd
@@ -124,4 +125,4 @@ def hold_or_zero(value: object) -> float:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return 0.0
-    return number if number == number else 0.0
+    return 0.0 if math.isnan(number) else number

@@ -92,9 +92,10 @@ class StoreWatch:
     def _keys_of(self, path: Path) -> tuple[set[str], dict[str, set[str]]]:
         with open(path, "rb") as handle:  # one read: a writer's os.replace cannot mix versions
             data = handle.read()
-        present = set(pq.read_schema(pa.BufferReader(data)).names)
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        present = set(parquet.schema_arrow.names)
         columns = [c for c in KEY_COLUMNS if c in present or c not in OPTIONAL_KEY_COLUMNS]
-        frame = pq.read_table(pa.BufferReader(data), columns=columns).to_pandas()
+        frame = parquet.read(columns=columns).to_pandas()
         rows = answering_rows(frame, self.gpu, self.shape, self.dtype, self.families, self.hold_us)
         studies = {str(study): set(group["config_key"]) for study, group in rows.groupby("study")}
         return set(rows["config_key"]), studies

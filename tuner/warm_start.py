@@ -45,7 +45,8 @@ def warm_start_configs(
     if size <= 0:
         return []
     own = [g for g in groups if g.shape == shape and g.dtype.name == dtype.name and g.key not in exclude]
-    usable = [g for g in groups if g not in own]
+    own_keys = {g.key for g in own}
+    usable = [g for g in groups if g.key not in own_keys]
     again = []
     if hold_us is not None:
         hold = hold_or_zero(hold_us)

@@ -187,11 +187,17 @@ def _text_column(frame: pd.DataFrame, column: str) -> pd.Series:
     return frame[column].map(lambda v: v if isinstance(v, str) and v else None).astype(object)
 
 
+def _series_label(sampler: str, seed: str, held: str) -> str:
+    """'tpe seed 0', 'tpe seed 0, held 150 µs', 'seed 0', '' (parts that are empty left out)."""
+    searched = " ".join(part for part in (sampler, f"seed {seed}" if seed else "") if part)
+    return ", ".join(part for part in (searched, held) if part)
+
+
 def search_series(frame: pd.DataFrame) -> pd.Series:
     """One name per search, short enough for a legend: the sampler and seed ('tpe seed 0'), and
-    the hold where it timed with one ('tpe seed 0, held 150 µs'),
-    where the study name is the same for every dtype and sampler. Searches are told apart by
-    (study, else run id; sampler; seed); two that would get one name are numbered in the order
+    the hold where it timed with one ('tpe seed 0, held 150 µs'), where the study name is the
+    same for every dtype and sampler. Searches are told apart by (study, else run id; sampler;
+    seed; hold); two that would get one name are numbered in the order
     they started ('tpe seed 0, run 2/2'); with neither sampler nor seed, 'run 1/2'."""
     if frame.empty:
         return pd.Series(dtype=object, index=frame.index)
@@ -222,12 +228,7 @@ def search_series(frame: pd.DataFrame) -> pd.Series:
     for key in dict.fromkeys(keys):  # keys without a timestamp come last
         if key not in first:
             first.append(key)
-    base = {
-        key: ", ".join(
-            p for p in (" ".join(p for p in (key[1], f"seed {key[2]}" if key[2] else "") if p), key[3]) if p
-        )
-        for key in first
-    }
+    base = {key: _series_label(*key[1:]) for key in first}
     names: dict[tuple, str] = {}
     for label in dict.fromkeys(base.values()):
         same = [key for key in first if base[key] == label]
