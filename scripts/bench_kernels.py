@@ -56,6 +56,8 @@ from tuner.peer_bench import (  # noqa: E402
     CEILING,
     COMPILED,
     COPY_PEER,
+    DEVICE_CALLS,
+    DEVICE_PEERS,
     EAGER,
     EMPTY_PEER,
     H2H_ROUNDS,
@@ -155,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="skip the last pass (the tuned kernel and each pair's fastest peer in interleaved rounds)",
     )
+    parser.add_argument(
+        "--no-device-time",
+        dest="device_time",
+        action="store_false",
+        help="skip the profiled pass (each pair's copy, tuned kernel and fastest peers: the GPU "
+        "time of their own kernels, launch latency excluded)",
+    )
     parser.add_argument("--estimate", action="store_true", help="print the plan and time estimate, then exit")
     return parser
 
@@ -210,6 +219,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         hold_us=args.hold_us,
         budget_s=args.budget_s,
         head_to_head=args.head_to_head,
+        device_time=args.device_time,
     )
 
 
@@ -235,6 +245,10 @@ class Device:
     name: str = ""
     label: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    # the device-time pass: tuner.gpu.timing.device_copy(nbytes) -> a copy's launch, and
+    # tuner.gpu.kernel_profile.trace_calls(sides, flush, calls) -> trace events (None: no pass)
+    copy_launch: Callable[[int], Callable[[], None]] | None = None
+    trace_calls: Callable[..., list[dict[str, Any]]] | None = None
 
 
 # PyTorch's messages after which the CUDA context is unusable (the session's own, for CuPy's
@@ -618,8 +632,9 @@ class PeerBench:
 
     def head_to_head(self, shape: Shape, dtype: DType) -> None:
         """The tuned kernel and the pair's fastest peer, each rebuilt and validated again, then
-        timed in H2H_ROUNDS rounds that alternate which goes first; each side's row is the
-        fastest of its round medians (as the copy's), the others listed in its config."""
+        timed in H2H_ROUNDS rounds that alternate which goes first; each side's row is its
+        median round (the round whose median is the median of the rounds', so that no one round
+        decides), every round's median listed in its config."""
         rows = [r for r in self.rows if r["shape"] == shape.key and r["dtype"] == dtype.name]
         ok = [r for r in rows if r["status"] == STATUS_OK]
         peers = [r for r in ok if r["kind"] in PEER_KINDS]
@@ -647,10 +662,65 @@ class PeerBench:
             for side in sides if round_ % 2 == 0 else sides[::-1]:
                 medians[side].append(self.timed(launches[side]))
         for side in sides:
-            best = min(medians[side], key=lambda t: t.median_ms)
+            middle = sorted(medians[side], key=lambda t: t.median_ms)[len(medians[side]) // 2]
             listed = ", ".join(f"{t.median_ms:.4f}" for t in medians[side])
             self.timing_row(
-                shape, dtype, head_to_head_peer(side), HEAD_TO_HEAD, best, config=f"round medians {listed}"
+                shape, dtype, head_to_head_peer(side), HEAD_TO_HEAD, middle, config=f"round medians {listed}"
+            )
+        self.release()
+
+    def device_time(self, shape: Shape, dtype: DType) -> None:
+        """The profiled pass (tuner.kernel_trace): the copy, the empty launch, the tuned kernel
+        and the DEVICE_PEERS fastest peers by event time, rebuilt and validated again, then
+        DEVICE_CALLS flushed calls of each under the profiler; each one's first-pass row gets
+        the GPU time of its own kernels and copies per call (median, p20, p80) and their count.
+        A side that cannot be rebuilt is left out; a failed trace leaves every row as it was."""
+        from tuner.kernel_trace import device_times
+
+        if self.device.trace_calls is None or self.device.copy_launch is None:
+            return
+        rows = {
+            r["peer"]: r
+            for r in self.rows
+            if r["shape"] == shape.key and r["dtype"] == dtype.name and r["status"] == STATUS_OK
+        }
+        if TUNED_PEER not in rows:
+            return
+        peers = sorted((r for r in rows.values() if r["kind"] in PEER_KINDS), key=lambda r: r["time_ms"])
+        sides: dict[str, Callable[[], Any]] = {}
+        try:
+            if COPY_PEER in rows:
+                sides[COPY_PEER] = self.device.copy_launch(shape.bytes_moved(dtype) // 2)
+            if EMPTY_PEER in rows:
+                sides[EMPTY_PEER] = self.device.empty_launch
+            for peer in [TUNED_PEER, *(r["peer"] for r in peers[:DEVICE_PEERS])]:
+                rebuild = self.rebuilders.get((shape.key, dtype.name, peer))
+                if rebuild is None:
+                    continue
+                try:
+                    sides[peer] = rebuild()
+                except Exception as exc:
+                    message = f"{type(exc).__name__}: {exc}"
+                    if is_sticky(message):
+                        raise
+                    self.say(f"device time: {shape.key} {dtype.name} {peer} left out: {message[:300]}")
+            names = list(sides)
+            times = device_times(
+                self.device.trace_calls(sides, self.session.flush, DEVICE_CALLS), names, DEVICE_CALLS
+            )
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            if is_sticky(message):
+                raise
+            self.say(f"device time: {shape.key} {dtype.name}: not measured: {message[:300]}")
+            self.release()
+            return
+        for name, t in times.items():
+            rows[name].update(
+                device_us=t.median_us,
+                device_p20_us=t.p20_us,
+                device_p80_us=t.p80_us,
+                device_kernels=t.kernels,
             )
         self.release()
 
@@ -686,6 +756,13 @@ class PeerBench:
                 for shape, dtype in pairs:
                     self.head_to_head(shape, dtype)
                 self.write()
+            if self.plan.device_time and self.device.trace_calls is not None:
+                self.say(
+                    f"device time: each pair's copy, tuned kernel and {DEVICE_PEERS} fastest peers, profiled"
+                )
+                for shape, dtype in pairs:
+                    self.device_time(shape, dtype)
+                    self.write()
         except Exception as exc:  # the CUDA context is lost (or worse): report what was measured
             self.say(f"stopped: {type(exc).__name__}: {str(exc)[:2000]}")
             status = 1
@@ -742,9 +819,10 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
     import cupy as cp
     import torch
 
+    from tuner.gpu.kernel_profile import trace_calls
     from tuner.gpu.peers import as_storage, as_torch
     from tuner.gpu.session import DeviceSession
-    from tuner.gpu.timing import empty_launch, time_device_copy, time_launches
+    from tuner.gpu.timing import device_copy, empty_launch, time_device_copy, time_launches
     from tuner.gpus import default_label
 
     # Every timed call, the session's own (its kernels) included, goes through its flush and hold.
@@ -778,6 +856,8 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
         name=identity.name,
         label=label,
         meta=meta,
+        copy_launch=device_copy if plan.device_time else None,
+        trace_calls=trace_calls if plan.device_time else None,
     )
 
 

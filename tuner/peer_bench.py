@@ -45,6 +45,10 @@ PEER_KINDS = (LLMC, EAGER, COMPILED, TRITON)
 HEAD_TO_HEAD = "head to head"
 H2H_ROUNDS = 5
 H2H_PREFIX = "h2h:"
+# The device-time pass (tuner.kernel_trace): per pair, the copy, the empty launch, the tuned
+# kernel and the DEVICE_PEERS fastest peers, DEVICE_CALLS profiled calls each.
+DEVICE_PEERS = 4
+DEVICE_CALLS = 40
 
 COPY_PEER = "copy"
 EMPTY_PEER = "empty_launch"
@@ -89,6 +93,7 @@ class Costs:
     first_inductor: float = 15.0  # Inductor's first compile in a process (workers, imports)
     compile_default: float = 2.0  # one shape, one formulation, mode "default"
     compile_max_autotune: float = 15.0  # coordinate-descent tuning compiles and times configs
+    device_time_pair: float = 1.5  # the profiled pass of one pair: rebuilds, checks, the trace
     triton_compile: float = 0.35  # one Triton kernel compile (per dtype, HD, nrep and config)
     triton_bench: float = 0.06  # the autotuner timing one config
     validate_per_gb: float = 0.05  # fresh input + float64 reference + comparison
@@ -109,6 +114,7 @@ class Plan:
     hold_us: float = DEFAULT_HOLD_US
     budget_s: float = 450.0
     head_to_head: bool = True
+    device_time: bool = True
 
     @property
     def pairs(self) -> list[tuple[Shape, DType]]:
@@ -180,6 +186,8 @@ def estimate(plan: Plan, costs: Costs = Costs()) -> Estimate:
             h2h += costs.compile_default + 2 * costs.validate_per_gb * gb
             h2h += 2 * H2H_ROUNDS * plan.reps * per_call_ms / 1e3
         result.parts["head to head"] = h2h
+    if plan.device_time:
+        result.parts["device time"] = costs.device_time_pair * len(pairs)
     if "triton" in plan.groups:
         result.parts["triton"] = plan.triton_configs * (
             costs.triton_compile * triton_layouts(pairs) + costs.triton_bench * len(pairs)
@@ -217,7 +225,12 @@ def describe(plan: Plan, est: Estimate, costs: Costs = Costs()) -> str:
     if plan.head_to_head:
         lines.append(
             f"then head to head: the tuned kernel and each pair's fastest peer, rebuilt and validated "
-            f"again, timed in {H2H_ROUNDS} interleaved rounds of {plan.reps} calls"
+            f"again, timed in {H2H_ROUNDS} interleaved rounds of {plan.reps} calls (each its median round)"
+        )
+    if plan.device_time:
+        lines.append(
+            f"then device time: each pair's copy, empty launch, tuned kernel and {DEVICE_PEERS} fastest "
+            f"peers, {DEVICE_CALLS} calls each under the profiler (their kernels' own GPU time)"
         )
     parts = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in est.parts.items())
     budget = f"{plan.budget_s:.0f}s" if plan.budget_s > 0 else "none"
@@ -301,6 +314,10 @@ ROW_COLUMNS = (
     "gbps",
     "frac_peak",
     "ratio_to_empty",
+    "device_us",
+    "device_p20_us",
+    "device_p80_us",
+    "device_kernels",
 )
 
 
@@ -340,6 +357,11 @@ def make_row(
         "kernels": -1,
         "match": "",  # tuned rows: exact or nearest
         "tuned_from": "",  # tuned rows: the tuned shape and dtype the configuration comes from
+        # the device-time pass (tuner.kernel_trace), where it profiled this peer
+        "device_us": nan,
+        "device_p20_us": nan,
+        "device_p80_us": nan,
+        "device_kernels": -1,
     }
     row.update(extra)
     return row
@@ -377,12 +399,38 @@ def _time(group: pd.DataFrame, peer: str) -> float:
     return float(hit["time_ms"].iloc[0]) if len(hit) else float("nan")
 
 
+def _device_us(group: pd.DataFrame, peer: str) -> float:
+    hit = group[(group["peer"] == peer) & group["device_us"].notna()]
+    return float(hit["device_us"].iloc[0]) if len(hit) else float("nan")
+
+
+def device_summary(group: pd.DataFrame) -> dict[str, Any]:
+    """One pair's device times (the profiled pass; NaN where it did not run): the tuned kernel,
+    the copy, the empty launch, and the profiled peer whose own work took least."""
+    nan = float("nan")
+    if "device_us" not in group:
+        group = group.assign(device_us=nan, device_kernels=-1)
+    tuned_us, copy_us, empty_us = (_device_us(group, p) for p in (TUNED_PEER, COPY_PEER, EMPTY_PEER))
+    peers = group[group["kind"].isin(PEER_KINDS) & group["device_us"].notna()]
+    best = peers.loc[peers["device_us"].idxmin()] if len(peers) else None
+    return {
+        "tuned_device_us": tuned_us,
+        "copy_device_us": copy_us,
+        "empty_device_us": empty_us,
+        "tuned_device_x_copy": tuned_us / copy_us,
+        "device_peer": str(best["peer"]) if best is not None else "",
+        "device_peer_us": float(best["device_us"]) if best is not None else nan,
+        "device_peer_kernels": int(best["device_kernels"]) if best is not None else -1,
+        "device_vs_peer": float(best["device_us"]) / tuned_us if best is not None else nan,
+    }
+
+
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Per shape and dtype (in the rows' order): the copy, the empty launch, the tuned kernel
     (time, x copy, GB/s), the fastest peer of PEER_KINDS, llm.c's kernel1 at block 128 and at
     its best block, and the speed-ups of the tuned kernel over each (peer time / tuned time:
     above 1 the tuned kernel is faster); where the run ended head to head, that race's ratio
-    (h2h_vs_peer) too."""
+    (h2h_vs_peer) too, and where it profiled the pair, the device times (`device_summary`)."""
     out = []
     for (shape, dtype), group in frame.groupby(["shape", "dtype"], sort=False):
         copy_ms, empty_ms, tuned_ms = (_time(group, p) for p in (COPY_PEER, EMPTY_PEER, TUNED_PEER))
@@ -437,6 +485,7 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
                 "failed": ", ".join(f"{peer} ({status})" for peer, status in failures),
                 "skipped": len(skipped),
                 "not_timed": len(failed) + len(skipped),
+                **device_summary(_ok(group)),
             }
         )
     return pd.DataFrame(out)
@@ -509,16 +558,31 @@ MAIN_COLUMNS: dict[str, tuple[str, str]] = {
 }
 
 
+DEVICE_COLUMNS: dict[str, tuple[str, str]] = {
+    "shape": ("shape", ""),
+    "dtype": ("dtype", ""),
+    "MB": ("MB", ".1f"),
+    "tuned_device_us": ("tuned us", ".2f"),
+    "copy_device_us": ("copy us", ".2f"),
+    "tuned_device_x_copy": ("x copy", ".3f"),
+    "empty_device_us": ("empty us", ".2f"),
+    "device_peer": ("fastest profiled peer", ""),
+    "device_peer_us": ("peer us", ".2f"),
+    "device_peer_kernels": ("its kernels", ".0f"),
+    "device_vs_peer": ("tuned vs peer", "x"),
+}
+
+
 def render(summary_frame: pd.DataFrame) -> str:
-    """The two tables the run prints last: bandwidth and fixed costs, then the comparison
-    ("head to head": the fastest peer's time over the tuned kernel's when the two were timed
-    again in interleaved rounds; "not timed": rows of the pair that failed or were skipped,
-    listed in the log and the parquet)."""
+    """The tables the run prints last: bandwidth and fixed costs, then the comparison ("head
+    to head": the fastest peer's time over the tuned kernel's when the two were timed again in
+    interleaved rounds; "not timed": rows of the pair that failed or were skipped, listed in
+    the log and the parquet), then, where the run profiled, the device times."""
     frame = summary_frame.copy()
     nearest = frame["tuned_match"] == "nearest"
     frame["shape"] = frame["shape"].str.replace(r"[A-Z_]+=", "", regex=True)
     frame.loc[nearest, "dtype"] = frame.loc[nearest, "dtype"] + " (nearest)"
-    return "\n\n".join(
+    text = "\n\n".join(
         [
             "Bandwidth and fixed costs (GB/s = bytes moved / time; empty = an empty kernel launch):",
             markdown(frame, BANDWIDTH_COLUMNS),
@@ -528,3 +592,14 @@ def render(summary_frame: pd.DataFrame) -> str:
             markdown(frame, MAIN_COLUMNS),
         ]
     )
+    profiled = frame[frame["tuned_device_us"].notna()] if "tuned_device_us" in frame else frame.iloc[:0]
+    if len(profiled):
+        text += "\n\n" + "\n\n".join(
+            [
+                f"Device time per call (the profiler's kernel and copy durations, launch latency "
+                f"excluded; median of {DEVICE_CALLS} flushed calls; peers: the {DEVICE_PEERS} "
+                "fastest by event time, the fastest of them here by device time):",
+                markdown(profiled, DEVICE_COLUMNS),
+            ]
+        )
+    return text

@@ -33,3 +33,22 @@ def test_a_session_times_an_empty_launch_once() -> None:
     session = DeviceSession(reps=10)
     assert 0.0 < session.identity.empty_launch_ms < 0.05  # a few microseconds
     session.release()
+
+
+def test_the_profiled_pass_gives_each_sides_own_device_time() -> None:
+    pytest.importorskip("torch")
+    import cupy as cp
+
+    from tuner.gpu.kernel_profile import trace_calls
+    from tuner.gpu.timing import L2Flusher, device_copy, empty_launch
+    from tuner.kernel_trace import device_times
+
+    flush = L2Flusher(cp.cuda.Device(), hold_us=50.0)
+    small, large = device_copy(1 << 20), device_copy(64 << 20)
+    sides = {"empty": empty_launch(), "small copy": small, "large copy": large}
+    times = device_times(trace_calls(sides, flush, 10), list(sides), 10)
+    assert all(t.kernels == 1 for t in times.values())
+    # 64 MB each way takes some 30 us at HBM speed; an empty kernel a few, at most
+    assert times["empty"].median_us < 5.0
+    assert times["small copy"].median_us < times["large copy"].median_us
+    assert 10.0 < times["large copy"].median_us < 200.0

@@ -63,6 +63,8 @@ def test_peer_groups_formulations_and_out(script, monkeypatch, tmp_path: Path) -
     assert script.parse_args(["--out", "x.parquet"]).out == Path("x.parquet")
     assert script.make_plan(script.parse_args([])).head_to_head
     assert not script.make_plan(script.parse_args(["--no-head-to-head"])).head_to_head
+    assert script.make_plan(script.parse_args([])).device_time
+    assert not script.make_plan(script.parse_args(["--no-device-time"])).device_time
 
 
 @pytest.mark.parametrize(
@@ -166,6 +168,8 @@ def test_estimate_adds_its_parts_and_fits_max_autotune_into_the_budget() -> None
     text = pb.describe(plan(), pb.estimate(plan()))
     assert "2 pairs" in text and "estimate:" in text and "max-autotune" in text
     assert "head to head" in text and unlimited.parts["head to head"] > 2 * costs.compile_default
+    assert unlimited.parts["device time"] == pytest.approx(2 * costs.device_time_pair)
+    assert "device time" not in pb.estimate(plan(budget_s=0, device_time=False), costs).parts
     no_h2h = pb.estimate(plan(budget_s=0, head_to_head=False), costs)
     assert "head to head" not in no_h2h.parts and "head to head" not in pb.describe(
         plan(head_to_head=False), no_h2h

@@ -83,9 +83,8 @@ def time_launches(
     return Timing(float(median), float(p20), float(p80), reps)
 
 
-def time_device_copy(nbytes: int, flush: Callable[[], None], reps: int = 50) -> Timing:
-    """A device-to-device cudaMemcpyAsync of nbytes: the kernel's practical ceiling when
-    nbytes is half the bytes the kernel moves (it then reads and writes as many)."""
+def device_copy(nbytes: int) -> Callable[[], None]:
+    """A launch of a device-to-device cudaMemcpyAsync of nbytes (between two new buffers)."""
     src = cp.empty(nbytes, dtype=cp.uint8)
     src.fill(1)
     dst = cp.empty(nbytes, dtype=cp.uint8)
@@ -96,4 +95,10 @@ def time_device_copy(nbytes: int, flush: Callable[[], None], reps: int = 50) -> 
             dst.data.ptr, src.data.ptr, nbytes, cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr
         )
 
-    return time_launches(copy, flush, reps=reps)
+    return copy
+
+
+def time_device_copy(nbytes: int, flush: Callable[[], None], reps: int = 50) -> Timing:
+    """A device-to-device cudaMemcpyAsync of nbytes: the kernel's practical ceiling when
+    nbytes is half the bytes the kernel moves (it then reads and writes as many)."""
+    return time_launches(device_copy(nbytes), flush, reps=reps)

@@ -1,0 +1,49 @@
+"""The profiling pass behind `tuner.kernel_trace`: launch each side `calls` times, each call
+after the L2 flush (and its hold) and bracketed by two empty marker kernels, under
+torch.profiler (CUPTI), and return the trace's events. Needs CuPy and PyTorch on one stream."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import cupy as cp
+
+from tuner.kernel_trace import BEGIN_MARKER, END_MARKER
+
+MARKERS_SOURCE = f"""
+extern "C" __global__ void {BEGIN_MARKER}() {{}}
+extern "C" __global__ void {END_MARKER}() {{}}
+"""
+
+
+def trace_calls(
+    sides: Mapping[str, Callable[[], Any]], flush: Callable[[], None], calls: int
+) -> list[dict[str, Any]]:
+    """Every side once to warm up, then `calls` profiled calls of each in order; the chrome-trace
+    events of the profile."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    module = cp.RawModule(code=MARKERS_SOURCE)
+    begin, end = module.get_function(BEGIN_MARKER), module.get_function(END_MARKER)
+    for launch in sides.values():
+        launch()
+    cp.cuda.get_current_stream().synchronize()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for launch in sides.values():
+            for _ in range(calls):
+                flush()
+                begin((1,), (1,), ())
+                launch()
+                end((1,), (1,), ())
+        cp.cuda.get_current_stream().synchronize()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return json.loads(path.read_text())["traceEvents"]
