@@ -757,9 +757,8 @@ class PeerBench:
                     self.head_to_head(shape, dtype)
                 self.write()
             if self.plan.device_time and self.device.trace_calls is not None:
-                self.say(
-                    f"device time: each pair's copy, tuned kernel and {DEVICE_PEERS} fastest peers, profiled"
-                )
+                sides = f"copy, empty launch, tuned kernel and {DEVICE_PEERS} fastest peers"
+                self.say(f"device time: each pair's {sides}, profiled")
                 for shape, dtype in pairs:
                     self.device_time(shape, dtype)
                     self.write()
