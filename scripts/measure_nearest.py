@@ -7,6 +7,7 @@ timed, in the tuner's worker process) and files the rows in the results store, s
 answer is judged by a measurement. It then prints the leave-one-out table and summary.
 
     python scripts/measure_nearest.py --gpu h200 --results results/data --out loo.parquet
+    python scripts/measure_nearest.py --gpu h200 --into $OUT/rows   # new rows elsewhere
 """
 
 from __future__ import annotations
@@ -29,10 +30,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", required=True, help="label of the GPU's results, e.g. h200")
     parser.add_argument("--results", type=Path, default=ROOT / "results" / "data")
+    parser.add_argument(
+        "--into", type=Path, help="results directory the new rows go to (default: --results; read too)"
+    )
     parser.add_argument("--out", type=Path, help="write the leave-one-out table here (parquet)")
     args = parser.parse_args(argv)
 
-    frame, _ = load_results(args.results)
+    into = args.into or args.results
+    sources = [args.results] if into == args.results else [args.results, into]
+    frame, _ = load_results(sources)
     frame = frame[frame["gpu"] == args.gpu]
     table = leave_one_out(frame)
     missing = table[table["served_config"].notna() & table["served_ms"].isna()]
@@ -42,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
         params = frame.drop_duplicates("config_key").set_index("config_key")[["family", "params"]]
         run_id = new_run_id()
-        sink = ResultsSink(args.results, args.gpu, run_id)
+        sink = ResultsSink(into, args.gpu, run_id)
         with GpuRunner() as runner:
             for _, r in missing.iterrows():
                 shape = Shape(*(int(r[k]) for k in ("B", "T", "NH", "NH_KV", "HD")))
@@ -64,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(f"{shape} {dtype.name} {config.key}: {measurement.status} {measurement.time_ms:.4f} ms")
         sink.flush()
-        frame, _ = load_results(args.results)
+        frame, _ = load_results(sources)
         table = leave_one_out(frame[frame["gpu"] == args.gpu])
     columns = ["B", "T", "NH", "NH_KV", "HD", "dtype", "served_from", "served_config", "slowdown"]
     print(table[columns].to_string(index=False))

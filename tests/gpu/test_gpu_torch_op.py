@@ -166,6 +166,7 @@ def test_a_recorded_race_writes_the_measurements_as_rows_of_its_own_run(recordin
     assert set(map(tuple, frame[["B", "T", "NH", "NH_KV", "HD"]].to_numpy().tolist())) == {UNTUNED}
     assert (ok["copy_ms"] > 0).all() and (ok["ratio_to_copy"] > 0).all()
     assert (ok["reps"] == op_race.RACE_REPS).all()
+    assert (frame["hold_us"] == op_race.RACE_HOLD_US).all()  # timed as the tuner times: ranked with its rows
     medians = dict(zip(ok["config_key"], ok["time_ms"], strict=True))
     assert medians[key] <= min(medians.values()) * (1 + RACE_MARGIN) + 1e-12
     assert dict(race) == pytest.approx(medians)

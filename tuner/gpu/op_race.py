@@ -1,5 +1,6 @@
 """The race a PyTorch op runs on the first call for a shape nobody tuned: the shortlist's kernels
-timed on the device (fresh random dout, L2 flushed before every call, median of RACE_REPS), the
+timed on the device (fresh random dout, L2 flushed before every call and the GPU held
+RACE_HOLD_US after it, as the tuner times; median of RACE_REPS), the
 decision left to `tuner.race`, and, where the user allows it, the measurements recorded as trial
 rows of this process's own run (`tuner.race_record`). `tuner.gpu.torch_op` calls `race` once
 per (shape, dtype, device) and keeps the winner."""
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from results.schema import DEFAULT_HOLD_US
 from tuner.race import run_race
 
 if TYPE_CHECKING:
@@ -29,13 +31,18 @@ log = logging.getLogger("tuner.gpu.torch_op")
 
 RACE = os.environ.get("REPKV_RACE", "1") != "0"
 RACE_REPS = 7
+# The GPU-side wait after each flush (tuner.gpu.timing.HOLD_SOURCE): the timed launch is queued
+# before the GPU reaches it, so a race times what the tuner times and its recorded rows rank
+# with the tuner's (RACE_REPS + 1 holds: about 1.2 ms per candidate).
+RACE_HOLD_US = DEFAULT_HOLD_US
 COPY_ROUNDS = 3  # the device copy a recorded race is held to: the fastest of this many medians
 VALIDATION_CHUNK = 2**24  # elements validated at a time: float64 work of ~128 MiB beside training
 
 
 class _RaceBench:
-    """What a race times with, on one device and stream: fresh random dout, a dinp, and a
-    buffer twice the L2 written before every timed call so each starts with a cold cache."""
+    """What a race times with, on one device and stream: fresh random dout, a dinp, a buffer
+    twice the L2 written before every timed call so each starts with a cold cache, and the
+    hold kernel launched after it."""
 
     def __init__(self, shape: Shape, dtype: DType, device: int, stream: torch.cuda.Stream) -> None:
         torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype.name]
@@ -46,13 +53,24 @@ class _RaceBench:
         self.dinp = torch.empty(dinp_shape, device=device, dtype=torch_dtype)
         l2 = torch.cuda.get_device_properties(device).L2_cache_size
         self.flush = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=device)
+        self._hold = _hold_kernel(device)
+
+    def hold(self) -> None:
+        """RACE_HOLD_US of waiting on the GPU, on the current stream."""
+        import cupy as cp
+        import numpy as np
+
+        with cp.cuda.Device(self.device):
+            stream = cp.cuda.ExternalStream(torch.cuda.current_stream(self.device).cuda_stream, self.device)
+            self._hold((1,), (1,), (np.uint64(int(RACE_HOLD_US * 1000)),), stream=stream)
 
     def samples(self, launch: Callable[[], None]) -> list[float]:
-        """RACE_REPS CUDA-event times (ms) of `launch` on the current stream, L2 flushed
-        before each, after one untimed call."""
+        """RACE_REPS CUDA-event times (ms) of `launch` on the current stream, L2 flushed and
+        the GPU held before each, after one untimed call."""
         samples = []
         for rep in range(RACE_REPS + 1):
             self.flush.fill_(rep)
+            self.hold()
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             launch()
@@ -101,6 +119,23 @@ class _RaceBench:
         source = torch.ones(nbytes, dtype=torch.uint8, device=self.device)
         target = torch.empty_like(source)
         return min(statistics.median(self.samples(lambda: target.copy_(source))) for _ in range(COPY_ROUNDS))
+
+
+_HOLD_KERNELS: dict[int, object] = {}
+
+
+def _hold_kernel(device: int):
+    """The tuner's hold kernel (`tuner.gpu.timing.HOLD_SOURCE`), compiled once per device."""
+    kernel = _HOLD_KERNELS.get(device)
+    if kernel is None:
+        import cupy as cp
+
+        from tuner.gpu.timing import HOLD_SOURCE
+
+        with cp.cuda.Device(device):
+            kernel = cp.RawModule(code=HOLD_SOURCE).get_function("hold_ns")
+        kernel = _HOLD_KERNELS.setdefault(device, kernel)
+    return kernel
 
 
 def _storage(tensor: torch.Tensor, cp):
@@ -212,14 +247,14 @@ _IDENTITIES: dict[int, GpuIdentity] = {}
 
 def _identity(device: int) -> GpuIdentity:
     """The device as a trial row names it (`tuner.gpu.session.read_identity`), read once; a
-    race times with no hold after its flush."""
+    race times with RACE_HOLD_US after its flush."""
     identity = _IDENTITIES.get(device)
     if identity is None:
         import cupy as cp
 
         from tuner.gpu.session import read_identity
 
-        timed_alike = replace(read_identity(cp.cuda.Device(device)), hold_us=0.0)
+        timed_alike = replace(read_identity(cp.cuda.Device(device)), hold_us=RACE_HOLD_US)
         identity = _IDENTITIES.setdefault(device, timed_alike)
     return identity
 
