@@ -1,16 +1,19 @@
 """On the GPU: compile a PyTorch formulation with `torch.compile` several times from cold
-caches, time each compile head to head with the tuned kernel, and dump what Inductor generated
-(its Triton source, the launch configuration its autotuner chose, and the PTX of each kernel).
+caches and dump what Inductor generated (its Triton source and the launch configuration its
+autotuner chose); launch the generated kernel directly over every XBLOCK x warps; time all of
+them head to head with the tuned kernel (median of rounds); and give each one's kernel
+duration from the profiler (CUPTI), with the kernel launched through the compiled function,
+through Inductor's own launcher (`autotuner.run`, into a fixed or a fresh output) and directly.
 
 max-autotune times candidate configurations while it compiles, so two compiles of the same
-function can pick different kernels; this shows how far apart they run and what the fast one
-does differently.
+function can pick different kernels; this shows how far apart they run, and whether a
+difference lies in the kernel or around it (`results/benchmarks/h200_inductor_probe.txt`).
 
     PYTHONUNBUFFERED=1 python3 scripts/probe_inductor.py --shape B=1,T=512,NH=32,NH_KV=8,HD=64 \
         --dtype bf16 --compiles 4 --out $OUT/inductor 2>&1 | tee $OUT/inductor.log
 
 Writes <out>/<shape>_<dtype>.txt (sources and chosen configurations per compile, fastest
-first) and <out>/<shape>_<dtype>.ptx (the fastest compile's PTX).
+first) and <out>/<shape>_<dtype>.ptx (the PTX of the fastest configuration of the sweep).
 """
 
 from __future__ import annotations
@@ -156,7 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     bench = bench_kernels.PeerBench(plan, device, start, choices=choices)
     args.out.mkdir(parents=True, exist_ok=True)
     for shape, dtype in plan.pairs:
-        tuned_config = choices[(shape, dtype.name)].candidate.config
+        choice = choices[(shape, dtype.name)]
+        if choice is None:
+            print(f"{shape.key} {dtype.name}: nothing in the store serves it; skipped")
+            continue
+        tuned_config = choice.candidate.config
         sides: dict[str, Any] = {"tuned": bench.kernel_launch(shape, dtype, tuned_config)}
         dumps: dict[str, tuple[str, str, str]] = {}
         first_kernel = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,6 @@ def trace_calls(
     """Every side once to warm up, then `calls` profiled calls of each in order; the chrome-trace
     events of the profile."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     module = cp.RawModule(code=MARKERS_SOURCE)
     begin, end = module.get_function(BEGIN_MARKER), module.get_function(END_MARKER)
@@ -34,6 +34,23 @@ def trace_calls(
         launch()
     cp.cuda.get_current_stream().synchronize()
     torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        # one profile, one cycle: its note on events cleared between cycles does not apply
+        warnings.filterwarnings("ignore", message="Profiler clears events")
+        prof = _profile(sides, flush, calls, begin, end)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return json.loads(path.read_text())["traceEvents"]
+
+
+def _profile(
+    sides: Mapping[str, Callable[[], Any]], flush: Callable[[], None], calls: int, begin: Any, end: Any
+) -> Any:
+    """The profiled calls: flush (and hold), begin marker, the side's launch, end marker."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for launch in sides.values():
             for _ in range(calls):
@@ -43,7 +60,4 @@ def trace_calls(
                 end((1,), (1,), ())
         cp.cuda.get_current_stream().synchronize()
         torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        return json.loads(path.read_text())["traceEvents"]
+    return prof
