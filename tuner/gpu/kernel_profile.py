@@ -36,7 +36,7 @@ def trace_calls(
     torch.cuda.synchronize()
     with warnings.catch_warnings():
         # one profile, one cycle: its note on events cleared between cycles does not apply
-        warnings.filterwarnings("ignore", message="Profiler clears events")
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")
         prof = _profile(sides, flush, calls, begin, end)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
