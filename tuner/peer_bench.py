@@ -93,7 +93,7 @@ class Costs:
     startup: float = 30.0  # imports, CuPy's own kernels, compiling the CUDA kernels (parallel)
     first_inductor: float = 15.0  # Inductor's first compile in a process (workers, imports)
     compile_default: float = 1.0  # one shape, one formulation, mode "default"
-    compile_max_autotune: float = 3.0  # coordinate-descent tuning compiles and times configs
+    compile_max_autotune: float = 1.5  # coordinate-descent tuning compiles and times configs
     device_time_pair: float = 1.5  # the profiled pass of one pair: rebuilds, checks, the trace
     triton_compile: float = 0.35  # one Triton kernel compile (per dtype, HD, nrep and config)
     triton_bench: float = 0.06  # the autotuner timing one config
@@ -239,8 +239,8 @@ def describe(plan: Plan, est: Estimate, costs: Costs = Costs()) -> str:
     if est.max_autotune_total:
         lines.append(
             f"estimate: about {est.max_autotune_fit} of {est.max_autotune_total} max-autotune compiles "
-            f"fit (assumed {costs.compile_max_autotune:.0f}s each, default mode "
-            f"{costs.compile_default:.0f}s, a Triton compile {costs.triton_compile:.2f}s)"
+            f"fit (assumed {costs.compile_max_autotune:.1f}s each, default mode "
+            f"{costs.compile_default:.1f}s, a Triton compile {costs.triton_compile:.2f}s)"
         )
     return "\n".join(lines)
 
