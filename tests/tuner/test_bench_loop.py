@@ -514,3 +514,26 @@ def test_a_run_without_a_profiler_skips_the_pass(script, tmp_path: Path) -> None
     bench.choices = tuned_choice(DTYPES["fp32"])
     assert bench.run() == 0
     assert pd.read_parquet(tmp_path / "p.parquet")["device_us"].isna().all()
+
+
+def test_a_side_that_cannot_be_rebuilt_is_left_out_of_the_profile(script) -> None:
+    fp32 = DTYPES["fp32"]
+    device = fake_device(script)
+    device.copy_launch = lambda nbytes: lambda: None
+    bench = bench_of(script, plan(groups=["eager"]), device=device)
+    bench.choices = tuned_choice(fp32)
+    bench.first_pass(SHAPE, fp32)
+    ok = [r for r in bench.rows if r["kind"] in pb.PEER_KINDS and r["status"] == "ok"]
+    broken = min(ok, key=lambda r: r["time_ms"])["peer"]
+
+    def fails():
+        raise ValueError("3 elements wrong")
+
+    bench.rebuilders[(SHAPE.key, "fp32", broken)] = fails
+    others = [r["peer"] for r in sorted(ok, key=lambda r: r["time_ms"])[1 : pb.DEVICE_PEERS]]
+    durations = {pb.COPY_PEER: 4.0, pb.EMPTY_PEER: 1.0, pb.TUNED_PEER: 3.0, **dict.fromkeys(others, 3.5)}
+    device.trace_calls = fake_trace(durations)
+    bench.device_time(SHAPE, fp32)
+    assert device.trace_calls.seen == [[pb.COPY_PEER, pb.EMPTY_PEER, pb.TUNED_PEER, *others]]
+    by_peer = {r["peer"]: r for r in bench.rows}
+    assert math.isnan(by_peer[broken]["device_us"]) and by_peer[pb.TUNED_PEER]["device_us"] > 0
