@@ -13,6 +13,7 @@ import pandas as pd
 import variants
 from results.best import baseline_rows, timed_as_served, winners
 from results.index import StoreIndex, shape_tuple
+from results.leave_one_out import rule_quality
 from results.peaks import PEAK_GBPS
 from results.schema import GROUP_COLUMNS, SHAPE_COLUMNS, Status, holds
 from results.selection import rank_groups, select
@@ -456,8 +457,9 @@ def tuned_shapes(index: StoreIndex, gpu: str | None = None) -> list[Shape]:
 def served_instead(index: StoreIndex, gpu: str, shape: Shape, dtype: DType) -> dict | None:
     """What GET /best would serve on `gpu` for a shape and dtype (results.selection's rule):
     the tuned shape it comes from, its distance and tier, the configuration with its launch
-    geometry for the requested shape, and what it measured at the tuned shape. None when
-    nothing of that GPU can serve."""
+    geometry for the requested shape, what it measured at the tuned shape, and how answers of
+    that tier have done (`rule_quality`, leave-one-out on the measuring GPU's results, as /best
+    gives it). None when nothing of that GPU can serve."""
     choice = select(index, gpu, shape, dtype)
     if choice is None:
         return None
@@ -480,6 +482,7 @@ def served_instead(index: StoreIndex, gpu: str, shape: Shape, dtype: DType) -> d
         "gbps": candidate.gbps,
         "ratio_to_copy": candidate.ratio_to_copy,
         "tuned_winner": group.best.config_key,
+        "rule_quality": rule_quality(index, group.gpu).at(choice.tier),
     }
 
 

@@ -97,6 +97,10 @@ def overview_url(gpu: str | None = None, dtype: str | None = None) -> str:
     return "/dashboards" + ("?" + urlencode(query) if query else "")
 
 
+def rule_quality_url(gpu: str) -> str:
+    return "/rule-quality?" + urlencode({"gpu": gpu})
+
+
 def link(text: str, href: str) -> str:
     return f'<a href="{e(href)}">{e(text)}</a>'
 
@@ -247,7 +251,24 @@ def served_summary(served: Mapping[str, Any], shape: Shape, dtype: str) -> str:
         f"<p><code>{e(served['config_key'])}</code>, launched for this shape as grid {served['grid']} "
         f"x block {served['block']} ({source})</p>"
         f"<p>It comes from {link(f'{tuned} {tuned_dtype}', tuned_page)} (tier {served['tier']}, "
-        f"distance {float(served['distance']):.2f}{which}), where it measured {e(measured)}.</p></div>"
+        f"distance {float(served['distance']):.2f}{which}), where it measured {e(measured)}.</p>"
+        f"{rule_quality_note(served.get('rule_quality'), str(served['measured_gpu']))}</div>"
+    )
+
+
+def rule_quality_note(quality: Any, gpu: str) -> str:
+    """How answers of the served tier have done, leave-one-out (results.leave_one_out's
+    TierQuality, as GET /best gives it), in one paragraph; empty without it."""
+    if quality is None:
+        return ""
+    every = link("every tier", rule_quality_url(gpu))
+    if quality.median_slowdown is None:
+        return f'<p class="note">How this rule has done: {e(quality.reason)} ({every}).</p>'
+    return (
+        f'<p class="note">How this rule has done: of the tuned shapes of {e(gpu)} that, left out, '
+        f"were answered from tier {quality.tier} ({quality.held_out}), {quality.judged} had measured "
+        f"the configuration served to them: it ran a median {quality.median_slowdown:.3f}x their "
+        f"own best (p90 {quality.p90_slowdown:.3f}x, worst {quality.worst_slowdown:.3f}x; {every}).</p>"
     )
 
 

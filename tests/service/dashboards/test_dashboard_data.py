@@ -8,6 +8,7 @@ from conftest import S1, S2, SPLIT16, VEC16, WPH, h100_rows, other_rows, trial
 
 import variants
 from results.index import StoreIndex, build_index
+from results.leave_one_out import rule_quality
 from results.schema import DEFAULT_HOLD_US, Status
 from results.store import empty_frame
 from service.dashboards import data
@@ -334,6 +335,7 @@ def test_served_instead_is_what_best_serves_on_an_untuned_shape() -> None:
     assert served["distance"] > 0 and served["tier"] == 0 and served["rank"] == 0
     assert served["grid"] > 0 and served["block"] == 512
     assert served["source_hash"] == variants.get_family("split").source_hash
+    assert served["rule_quality"] == rule_quality(index, "h100").at(served["tier"])
     assert data.served_instead(index, "nope", shape, variants.get_dtype(BF16)) is None
 
     nearest = data.nearest_tuned(index, "h100", shape, variants.get_dtype(BF16))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import math
 import re
@@ -19,7 +20,7 @@ import results.store
 import variants
 from results.schema import COLUMNS, SCHEMA_VERSION
 from results.store import write_table
-from service.dashboards import draw
+from service.dashboards import draw, pages
 
 SHAPE = {"B": 8, "T": 1024, "NH": 32, "NH_KV": 8, "HD": 128}
 
@@ -190,6 +191,13 @@ def test_untuned_shape_shows_what_best_serves(client: TestClient) -> None:
     assert "/dashboards/shape?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16" in links
     assert f"distance {best['distance']:.2f}" in r.text
     assert 'class="serves"' in r.text  # the nearest tuned shapes, the serving one marked
+    # how that tier's answers have done, as /best says it (here no held-out answer was judged)
+    quality = best["rule_quality"]
+    assert "How this rule has done" in r.text and "/rule-quality?gpu=h100" in links
+    if quality["median_slowdown"] is None:
+        assert html.escape(quality["reason"], quote=True) in r.text
+    else:
+        assert f"median {quality['median_slowdown']:.3f}x" in r.text
 
 
 def test_gpus_page(client: TestClient) -> None:
@@ -317,3 +325,17 @@ def test_the_shape_page_says_which_trials_its_winner_was_ranked_among(tmp_path: 
     assert "ranked among the 1 of these trials timed with the tuner's 150 µs hold; the other 1" in text
     assert "vec[block=256" in text.split("<b>Winner:</b>")[1][:200]
     assert "seed 0, held 150 µs (1)" in text and "searches: seed 0 (1)," in text
+
+
+def test_rule_quality_note_gives_the_tiers_figures_or_why_there_are_none() -> None:
+    from results.leave_one_out import TierQuality
+
+    judged = TierQuality(0, 68, 67, 1.009, 1.054, 1.081, None)
+    text = pages.rule_quality_note(judged, "h200")
+    assert "answered from tier 0 (68), 67 had measured" in text
+    assert "median 1.009x" in text and "p90 1.054x" in text and "worst 1.081x" in text
+    assert '<a href="/rule-quality?gpu=h200">every tier</a>' in text
+    none = TierQuality(2, 0, 0, None, None, None, "none of the 83 tuned (shape, dtype) of h200 <x>")
+    text = pages.rule_quality_note(none, "h200")
+    assert "none of the 83 tuned" in text and "&lt;x&gt;" in text and "median" not in text
+    assert pages.rule_quality_note(None, "h200") == ""
