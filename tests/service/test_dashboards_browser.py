@@ -160,6 +160,7 @@ def test_pickers_reload_the_page_with_the_query_changed(browser, live_server: st
         page.select_option('select[data-picker="gpu"]', label="h200")
     assert "gpu=h200" in page.url and "dtype=fp32" in page.url
     assert page.locator("h1").inner_text().endswith("not tuned")  # h200 has no fp32 rows
+    assert page.locator(".summary.served .note").inner_text().startswith("How this rule has done")
     assert errors == []
     page.close()
 
