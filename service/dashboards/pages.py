@@ -23,7 +23,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} .chart{min-height:380
 .note{color:#666;font-size:.9rem} .pickers{display:flex;gap:1.2rem;flex-wrap:wrap;margin:.4rem 0 .8rem}
 .pickers label{font-size:.9rem;color:#444} .pickers select{margin-left:.35rem;font-size:.9rem}
 .summary{background:#f7f9fc;border:1px solid #e1e6ef;border-radius:6px;padding:.6rem .9rem;margin:.6rem 0}
-.summary p{margin:.25rem 0} code{font-size:.88rem} td code{font-size:.8rem}
+.summary p{margin:.25rem 0} code{font-size:.88rem}
+td code{font-size:.8rem;white-space:normal;overflow-wrap:anywhere}
 """
 
 
