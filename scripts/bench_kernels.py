@@ -270,6 +270,15 @@ def is_sticky(message: str) -> bool:
     return any(marker in message for marker in (*STICKY_ERRORS, *TORCH_STICKY))
 
 
+def recoverable(exc: Exception) -> str:
+    """A failure as a row's message; raised again instead where the CUDA context is lost
+    (`is_sticky`), which ends the run."""
+    message = f"{type(exc).__name__}: {exc}"
+    if is_sticky(message):
+        raise exc
+    return message
+
+
 class PeerBench:
     """Measures every peer of the plan, one shape and dtype at a time, into rows."""
 
@@ -488,9 +497,7 @@ class PeerBench:
                 extra.update(compile_s=first.seconds, graphs=first.graphs, kernels=first.kernels)
             check = self.check_tensor(shape, dtype, call)
         except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            if is_sticky(message):
-                raise
+            message = recoverable(exc)
             status = "compile_error" if compile_mode is not None else "error"
             self.add(make_row(shape, dtype, peer, kind, status=status, message=message[:2000], **extra))
             return
@@ -531,9 +538,7 @@ class PeerBench:
             config = triton_peer.chosen_config()
             validation = self.session.run_checked(shape, dtype, launch)
         except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            if is_sticky(message):
-                raise
+            message = recoverable(exc)
             row = make_row(shape, dtype, TRITON_PEER, TRITON, status="compile_error", message=message[:2000])
             self.add({**row, "compile_s": seconds})
             return
@@ -647,9 +652,7 @@ class PeerBench:
             try:
                 launches[side] = self.rebuilders[(shape.key, dtype.name, side)]()
             except Exception as exc:
-                message = f"{type(exc).__name__}: {exc}"
-                if is_sticky(message):
-                    raise
+                message = recoverable(exc)
                 for name in sides:
                     peer = head_to_head_peer(name)
                     self.add(
@@ -700,18 +703,14 @@ class PeerBench:
                 try:
                     sides[peer] = rebuild()
                 except Exception as exc:
-                    message = f"{type(exc).__name__}: {exc}"
-                    if is_sticky(message):
-                        raise
+                    message = recoverable(exc)
                     self.say(f"device time: {shape.key} {dtype.name} {peer} left out: {message[:300]}")
             names = list(sides)
             times = device_times(
                 self.device.trace_calls(sides, self.session.flush, DEVICE_CALLS), names, DEVICE_CALLS
             )
         except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            if is_sticky(message):
-                raise
+            message = recoverable(exc)
             self.say(f"device time: {shape.key} {dtype.name}: not measured: {message[:300]}")
             self.release()
             return

@@ -84,8 +84,9 @@ def sweep_launches(bench: Any, shape: Any, dtype: Any, kernel: Any, ptx: dict[st
                 out = torch.empty(out_shape, dtype=TORCH_DTYPES[dtype.name], device="cuda")
                 grid = (triton.cdiv(n, xblock),)
                 compiled = kernel.fn[grid](source, out, n, XBLOCK=xblock, num_warps=warps, num_stages=1)
-                asm = getattr(compiled, "asm", None) or {}
-                ptx.setdefault(f"XBLOCK={xblock},warps={warps}", asm.get("ptx", ""))
+                key = f"XBLOCK={xblock},warps={warps}"
+                if key not in ptx:  # once, not on every timed call
+                    ptx[key] = (getattr(compiled, "asm", None) or {}).get("ptx", "")
                 return out
 
             name = f"XBLOCK={xblock},warps={warps}"

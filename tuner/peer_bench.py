@@ -593,7 +593,7 @@ def render(summary_frame: pd.DataFrame) -> str:
             markdown(frame, MAIN_COLUMNS),
         ]
     )
-    profiled = frame[frame["tuned_device_us"].notna()] if "tuned_device_us" in frame else frame.iloc[:0]
+    profiled = frame[frame["tuned_device_us"].notna()]
     if len(profiled):
         text += "\n\n" + "\n\n".join(
             [

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import plotly.graph_objects as go
 
+from results.leave_one_out import TierQuality
 from variants import Shape
 
 STYLE = """
@@ -257,7 +258,7 @@ def served_summary(served: Mapping[str, Any], shape: Shape, dtype: str) -> str:
     )
 
 
-def rule_quality_note(quality: Any, gpu: str) -> str:
+def rule_quality_note(quality: TierQuality | None, gpu: str) -> str:
     """How answers of the served tier have done, leave-one-out (results.leave_one_out's
     TierQuality, as GET /best gives it), in one paragraph; empty without it."""
     if quality is None:
