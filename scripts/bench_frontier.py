@@ -10,6 +10,12 @@ that drift in the GPU's state over the sweep does not favour the new family.
 
     python scripts/bench_frontier.py --gpu h200 --out DIR      # DIR/frontier.parquet
 
+With `--device-time N` the N fastest configurations by event time and the winner are then
+profiled (`tuner.gpu.kernel_profile`, needs PyTorch): each row profiled gets `device_us`, the
+median GPU time of its kernel over 40 flushed calls without the launch, and the summary adds the
+fastest of them by device time. Below ~30 MB, where the launch is a third of an event-timed
+call, it tells apart configurations that the events rank within noise.
+
 The parquet is rewritten after every shape and dtype, so a sweep stopped early (a time limit,
 Ctrl-C) keeps every group it finished.
 """
@@ -63,6 +69,13 @@ def main() -> int:
         help="GPU-side wait after each L2 flush, as the tuner and bench_kernels.py (default %(default)g)",
     )
     parser.add_argument("--reps", type=int, default=100)
+    parser.add_argument(
+        "--device-time",
+        type=int,
+        default=0,
+        metavar="N",
+        help="profile the N fastest configurations and the winner for their device time (default 0: none)",
+    )
     parser.add_argument("--render", type=Path, help="print the summary of a frontier.parquet and exit")
     args = parser.parse_args()
     if args.render:
@@ -105,12 +118,57 @@ def main() -> int:
                         | {"status": str(m.status), "time_ms": m.time_ms if m.ok else None}
                         | {"message": m.message[:300]}
                     )
+                if args.device_time:
+                    configs = {c.key: c for c in tuned + configs}
+                    group = with_device_time(group, configs, args.device_time, shape, dtype, args.hold_us)
                 rows.extend(group)
                 write_frame(pd.DataFrame(rows), args.out / "frontier.parquet")
                 print(summarize(pd.DataFrame(group), copy_ms), flush=True)
                 print(f"  [{time.perf_counter() - started:.0f}s]", flush=True)
     print(f"{len(rows)} rows in {args.out / 'frontier.parquet'}")
     return 0
+
+
+DEVICE_CALLS = 40
+_PROFILER: Any = None
+
+
+def profiled_keys(group: list[dict[str, Any]], top: int) -> list[str]:
+    """The configurations a group's device-time pass profiles: the winner, then the `top`
+    fastest ok candidates by event time."""
+    ok = [r for r in group if r["time_ms"] is not None]
+    fastest = sorted((r for r in ok if r["role"] == "candidate"), key=lambda r: r["time_ms"])[:top]
+    keys = [r["config_key"] for r in ok if r["role"] == "tuned"] + [r["config_key"] for r in fastest]
+    return list(dict.fromkeys(keys))
+
+
+def with_device_time(
+    group: list[dict[str, Any]],
+    configs: Mapping[str, Any],
+    top: int,
+    shape: Shape,
+    dtype: Any,
+    hold_us: float,
+) -> list[dict[str, Any]]:
+    """The group's rows, those of `profiled_keys` with `device_us` (`configs`: key -> Config)."""
+    global _PROFILER
+    from tuner.gpu.kernel_profile import trace_calls
+    from tuner.gpu.session import DeviceSession
+    from tuner.kernel_trace import device_times
+
+    if _PROFILER is None:
+        import torch
+
+        _PROFILER = DeviceSession(reps=10, hold_us=hold_us)
+        torch.cuda.set_device(_PROFILER.device.id)
+    keys = profiled_keys(group, top)
+    sides = {k: _PROFILER.launcher(shape, dtype, configs[k]) for k in keys}
+    times = device_times(trace_calls(sides, _PROFILER.flush, DEVICE_CALLS), keys, DEVICE_CALLS)
+    _PROFILER.release()
+    return [
+        r | ({"device_us": times[r["config_key"]].median_us} if r["config_key"] in times else {})
+        for r in group
+    ]
 
 
 def summarize(group: pd.DataFrame, copy_ms: float) -> str:
@@ -129,6 +187,14 @@ def summarize(group: pd.DataFrame, copy_ms: float) -> str:
         lines.append(line("tuned winner", tuned.loc[tuned["time_ms"].idxmin()], copy_ms))
     for family, rows in ok[ok["role"] == "candidate"].groupby("family", sort=False):
         lines.append(line(f"best {family}", rows.loc[rows["time_ms"].idxmin()], copy_ms))
+    if "device_us" in ok and ok["device_us"].notna().any():
+        profiled = ok[ok["device_us"].notna()]
+        for label, rows in (("winner", profiled[profiled["role"] == "tuned"]), ("fastest", profiled)):
+            if len(rows):
+                best = rows.loc[rows["device_us"].idxmin()]
+                lines.append(
+                    f"  {label + ' by device time':<24} {best['device_us']:.2f} us  {best['config_key']}"
+                )
     candidates = ok[(ok["role"] == "candidate") & ok["family"].eq("bulk")]
     if candidates.empty:
         return "\n".join(lines)

@@ -66,3 +66,24 @@ def test_a_sweep_without_bulk_gives_the_best_of_each_family_only() -> None:
     text = summarize(pd.concat([rows, tile]), 0.010)
     assert "best tile" in text and "0.900x copy" in text
     assert "bulk" not in text
+
+
+def test_the_device_time_pass_profiles_the_winner_and_the_fastest_candidates() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_frontier import profiled_keys
+
+    group = sweep_rows().to_dict("records")
+    assert profiled_keys(group, 2) == ["split[a]", "bulk[tile]", "bulk[persistent]"]
+    assert profiled_keys(group, 0) == ["split[a]"]
+
+
+def test_the_summary_names_the_fastest_by_device_time() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_frontier import summarize
+
+    rows = sweep_rows()
+    rows["device_us"] = [5.0, 4.5, None, None, None, 5.0]
+    text = summarize(rows, 0.010)
+    assert "winner by device time    5.00 us  split[a]" in text
+    assert "fastest by device time   4.50 us  bulk[tile]" in text
+    assert "device time" not in summarize(sweep_rows(), 0.010)

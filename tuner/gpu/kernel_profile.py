@@ -28,8 +28,7 @@ def trace_calls(
     events of the profile."""
     import torch
 
-    module = cp.RawModule(code=MARKERS_SOURCE)
-    begin, end = module.get_function(BEGIN_MARKER), module.get_function(END_MARKER)
+    begin, end = _markers(cp.cuda.Device().id)
     for launch in sides.values():
         launch()
     cp.cuda.get_current_stream().synchronize()
@@ -42,6 +41,17 @@ def trace_calls(
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         return json.loads(path.read_text())["traceEvents"]
+
+
+_MARKERS: dict[int, tuple[cp.RawKernel, cp.RawKernel]] = {}
+
+
+def _markers(device: int) -> tuple[cp.RawKernel, cp.RawKernel]:
+    """The begin and end marker kernels, compiled once per device."""
+    if device not in _MARKERS:
+        module = cp.RawModule(code=MARKERS_SOURCE)
+        _MARKERS[device] = (module.get_function(BEGIN_MARKER), module.get_function(END_MARKER))
+    return _MARKERS[device]
 
 
 def _profile(

@@ -53,16 +53,21 @@ class _RaceBench:
         self.dinp = torch.empty(dinp_shape, device=device, dtype=torch_dtype)
         l2 = torch.cuda.get_device_properties(device).L2_cache_size
         self.flush = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=device)
-        self._hold = _hold_kernel(device)
-
-    def hold(self) -> None:
-        """RACE_HOLD_US of waiting on the GPU, on the current stream."""
         import cupy as cp
         import numpy as np
 
+        from tuner.gpu.timing import hold_kernel
+
+        self._hold = hold_kernel(device)
+        self._hold_ns = np.uint64(int(RACE_HOLD_US * 1000))
+        self._cupy_stream = cp.cuda.ExternalStream(stream.cuda_stream, device)
+
+    def hold(self) -> None:
+        """RACE_HOLD_US of waiting on the GPU, on the race's stream."""
+        import cupy as cp
+
         with cp.cuda.Device(self.device):
-            stream = cp.cuda.ExternalStream(torch.cuda.current_stream(self.device).cuda_stream, self.device)
-            self._hold((1,), (1,), (np.uint64(int(RACE_HOLD_US * 1000)),), stream=stream)
+            self._hold((1,), (1,), (self._hold_ns,), stream=self._cupy_stream)
 
     def samples(self, launch: Callable[[], None]) -> list[float]:
         """RACE_REPS CUDA-event times (ms) of `launch` on the current stream, L2 flushed and
@@ -119,23 +124,6 @@ class _RaceBench:
         source = torch.ones(nbytes, dtype=torch.uint8, device=self.device)
         target = torch.empty_like(source)
         return min(statistics.median(self.samples(lambda: target.copy_(source))) for _ in range(COPY_ROUNDS))
-
-
-_HOLD_KERNELS: dict[int, object] = {}
-
-
-def _hold_kernel(device: int):
-    """The tuner's hold kernel (`tuner.gpu.timing.HOLD_SOURCE`), compiled once per device."""
-    kernel = _HOLD_KERNELS.get(device)
-    if kernel is None:
-        import cupy as cp
-
-        from tuner.gpu.timing import HOLD_SOURCE
-
-        with cp.cuda.Device(device):
-            kernel = cp.RawModule(code=HOLD_SOURCE).get_function("hold_ns")
-        kernel = _HOLD_KERNELS.setdefault(device, kernel)
-    return kernel
 
 
 def _storage(tensor: torch.Tensor, cp):

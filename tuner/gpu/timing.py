@@ -31,6 +31,19 @@ extern "C" __global__ void hold_ns(unsigned long long ns) {
 """
 
 
+_HOLD_KERNELS: dict[int, cp.RawKernel] = {}
+
+
+def hold_kernel(device: int) -> cp.RawKernel:
+    """HOLD_SOURCE's kernel, compiled once per device; launch it with the wait in ns as a uint64."""
+    kernel = _HOLD_KERNELS.get(device)
+    if kernel is None:
+        with cp.cuda.Device(device):
+            kernel = cp.RawModule(code=HOLD_SOURCE).get_function("hold_ns")
+        kernel = _HOLD_KERNELS.setdefault(device, kernel)
+    return kernel
+
+
 def empty_launch() -> Callable[[], None]:
     """One launch of an empty kernel: the fixed cost every timed call carries."""
     kernel = cp.RawKernel('extern "C" __global__ void empty_kernel() {}', "empty_kernel")
@@ -55,7 +68,7 @@ class L2Flusher:
         self._sink = cp.empty((), dtype=cp.float32)
         self.hold_us = float(hold_us)
         self._hold_ns = np.uint64(int(self.hold_us * 1000))
-        self._hold = cp.RawModule(code=HOLD_SOURCE).get_function("hold_ns") if self._hold_ns else None
+        self._hold = hold_kernel(device.id) if self._hold_ns else None
 
     def __call__(self) -> None:
         cp.max(self.buffer, out=self._sink)
