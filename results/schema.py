@@ -82,6 +82,8 @@ TRIAL_SCHEMA = pa.schema(
         pa.field("bytes_moved", pa.int64()),
         pa.field("gbps", pa.float64()),
         pa.field("copy_ms", pa.float64()),  # device copy of the same bytes, same process
+        # how copy_ms was timed: COPY_FASTEST, or null (written before: cudaMemcpyAsync alone)
+        pa.field("copy_method", pa.string()),
         pa.field("ratio_to_copy", pa.float64()),  # time_ms / copy_ms
         # an empty kernel's launch in the same process, timed alike: below ~32 MB the copy's
         # fixed cost makes ratio_to_copy read low; time_ms / empty_launch_ms says how far above it
@@ -109,6 +111,10 @@ COLUMNS = tuple(TRIAL_SCHEMA.names)
 # Rows timed otherwise are ranked after rows timed so (`results.best.ranked`), and never
 # answer a run that times another way (`tuner.claims.stored_answers`).
 DEFAULT_HOLD_US = 150.0
+
+# copy_method of rows whose copy_ms is the faster of cudaMemcpyAsync and a 16-byte copy kernel
+# (`tuner.gpu.timing.time_device_copy`); null in rows written before, which timed the first alone.
+COPY_FASTEST = "fastest"
 
 
 def holds(rows: pd.DataFrame) -> pd.Series:

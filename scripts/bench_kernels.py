@@ -3,7 +3,8 @@
 For every shape and dtype, each validated before it is timed (fresh random input, output
 poisoned with NaN, every element compared with the float64 reference):
 
-- the device copy of the same bytes (the practical ceiling: the fastest of three medians) and
+- the device copy of the same bytes (the practical ceiling: the fastest of three medians, each
+  the faster of cudaMemcpyAsync and a 16-byte copy kernel) and
   an empty kernel launch (the fixed cost a launch carries);
 - the tuned configuration this GPU's results store serves for the shape (exact, else nearest);
 - llm.c's kernel1 at every block size 32..1024 (128 is llm.c's);
@@ -96,6 +97,8 @@ EAGER_FORMULATIONS = ("sum_cat", "repeat_kv_bwd", "fp32_sum_cat", "into_slices")
 COMPILED_FORMULATIONS = ("sum_cat", "repeat_kv_bwd")
 MAX_AUTOTUNE_MODE = "max-autotune-no-cudagraphs"
 TRITON_CONFIGS = 5  # len(triton_peer.TILE_CONFIGS): a test keeps the two equal
+# the copy row's name of each method of tuner.gpu.timing.COPY_METHODS
+COPY_NAMES = {"memcpy": "cudaMemcpyAsync D2D", "kernel": "16-byte copy kernel"}
 
 
 class UsageError(Exception):
@@ -237,7 +240,9 @@ class Device:
     session: Any  # tuner.gpu.session.DeviceSession: buffers, release, run_checked, measure, flush
     xp: Any  # cupy (the array module of the session's buffers)
     time_calls: Callable[..., Any]  # tuner.gpu.timing.time_launches(launch, flush, reps=) -> Timing
-    time_copy: Callable[..., Any]  # tuner.gpu.timing.time_device_copy(nbytes, flush, reps=) -> Timing
+    # tuner.gpu.timing.fastest_copy(nbytes, flush, reps=) -> (method, Timing): cudaMemcpyAsync
+    # or the 16-byte copy kernel, whichever ran faster
+    time_copy: Callable[..., Any]
     empty_launch: Callable[[], None]  # one launch of an empty kernel
     to_torch: Callable[[Any, DType], Any]  # a session buffer as a torch tensor (shared memory)
     to_storage: Callable[[Any, DType], Any]  # a torch tensor as an array of dtype's storage
@@ -245,9 +250,9 @@ class Device:
     name: str = ""
     label: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
-    # the device-time pass: tuner.gpu.timing.device_copy(nbytes) -> a copy's launch, and
+    # the device-time pass: tuner.gpu.timing.device_copy(nbytes, method) -> a copy's launch, and
     # tuner.gpu.kernel_profile.trace_calls(sides, flush, calls) -> trace events (None: no pass)
-    copy_launch: Callable[[int], Callable[[], None]] | None = None
+    copy_launch: Callable[[int, str], Callable[[], None]] | None = None
     trace_calls: Callable[..., list[dict[str, Any]]] | None = None
 
 
@@ -306,6 +311,8 @@ class PeerBench:
         # (shape key, dtype, peer) -> a fresh validated launch of a peer that measured ok, for
         # the head-to-head pass (rebuilt then: buffers are released between pairs)
         self.rebuilders: dict[tuple[str, str, str], Callable[[], Callable[[], Any]]] = {}
+        # (shape key, dtype) -> the copy method that won the copy row (tuner.gpu.timing.COPY_METHODS)
+        self.copy_methods: dict[tuple[str, str], str] = {}
 
     # --- helpers ---
     def say(self, text: str) -> None:
@@ -361,14 +368,16 @@ class PeerBench:
     # --- the references ---
     def copy(self, shape: Shape, dtype: DType) -> None:
         """The device copy of half the bytes (read and written: the kernel's bytes moved):
-        the fastest of three medians, each over fresh buffers."""
+        the fastest of three medians, each over fresh buffers, of the faster of
+        cudaMemcpyAsync and the 16-byte copy kernel (as the tuner holds kernels to)."""
         self.session.release()
         nbytes = shape.bytes_moved(dtype) // 2
         flush = self.session.flush
         rounds = [self.device.time_copy(nbytes, flush, reps=self.plan.reps) for _ in range(3)]
-        best = min(rounds, key=lambda t: t.median_ms)
-        medians = ", ".join(f"{t.median_ms:.4f}" for t in rounds)
-        config = f"cudaMemcpyAsync D2D of {nbytes} B; medians {medians}"
+        method, best = min(rounds, key=lambda r: r[1].median_ms)
+        self.copy_methods[(shape.key, dtype.name)] = method
+        medians = ", ".join(f"{t.median_ms:.4f} ({m})" for m, t in rounds)
+        config = f"{COPY_NAMES[method]} of {nbytes} B; medians {medians}"
         self.timing_row(shape, dtype, COPY_PEER, CEILING, best, config=config)
 
     def empty(self, shape: Shape, dtype: DType) -> None:
@@ -693,7 +702,8 @@ class PeerBench:
         sides: dict[str, Callable[[], Any]] = {}
         try:
             if COPY_PEER in rows:
-                sides[COPY_PEER] = self.device.copy_launch(shape.bytes_moved(dtype) // 2)
+                method = self.copy_methods.get((shape.key, dtype.name), "memcpy")
+                sides[COPY_PEER] = self.device.copy_launch(shape.bytes_moved(dtype) // 2, method)
             if EMPTY_PEER in rows:
                 sides[EMPTY_PEER] = self.device.empty_launch
             for peer in [TUNED_PEER, *(r["peer"] for r in peers[:DEVICE_PEERS])]:
@@ -820,7 +830,7 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
     from tuner.gpu.kernel_profile import trace_calls
     from tuner.gpu.peers import as_storage, as_torch
     from tuner.gpu.session import DeviceSession
-    from tuner.gpu.timing import device_copy, empty_launch, time_device_copy, time_launches
+    from tuner.gpu.timing import device_copy, empty_launch, fastest_copy, time_launches
     from tuner.gpus import default_label
 
     # Every timed call, the session's own (its kernels) included, goes through its flush and hold.
@@ -846,7 +856,7 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
         session=session,
         xp=cp,
         time_calls=time_launches,
-        time_copy=time_device_copy,
+        time_copy=fastest_copy,
         empty_launch=empty_launch(),
         to_torch=as_torch,
         to_storage=as_storage,

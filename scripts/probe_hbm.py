@@ -14,10 +14,14 @@ process and as the tuner times (L2 flushed before every call, the hold after it;
   interleaved at the kernel's ratio, with no gather and no sum: this traffic at its simplest;
 - `tuned`: the configuration the selection serves from the bundled store.
 
+The table gives each over the memcpy, and the tuned kernel over the twin and over the faster
+of the two copies (the copy the tuner holds kernels to since `copy_method` "fastest").
+
 Each streaming kernel is the fastest of 16-byte words at 256 or 512 threads and 1, 2 or 4
 words a thread. Where `tuned` is at `twin`, the gather costs nothing and only the memory is left.
 
     python scripts/probe_hbm.py --out DIR                  # DIR/hbm.parquet and the table
+    python scripts/probe_hbm.py --store --out DIR          # every group the store tuned
     python scripts/probe_hbm.py --render DIR/hbm.parquet   # the table again, no GPU
 """
 
@@ -130,6 +134,7 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
             row[f"{basis}twin"] = t.at["twin", col] / copy
             row[f"{basis}tuned"] = t.at["tuned", col] / copy
             row[f"{basis}tuned/twin"] = t.at["tuned", col] / t.at["twin", col]
+            row[f"{basis}tuned/fastest copy"] = t.at["tuned", col] / min(copy, t.at["copy", col])
         out.append(row)
     return pd.DataFrame(out)
 
@@ -263,6 +268,12 @@ def probe(
     ]
 
 
+def store_groups(index: Any, label: str) -> list[tuple[Shape, str]]:
+    """Every (shape, dtype name) the index holds a winner for on this GPU label, smallest first."""
+    groups = sorted(index.groups_of(label), key=lambda g: g.shape.bytes_moved(g.dtype))
+    return [(g.shape, g.dtype.name) for g in groups]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", default="h200", help="the store's label of this GPU (default h200)")
@@ -271,6 +282,9 @@ def main() -> int:
         "--shape", action="append", help="B=..,T=..,NH=..,NH_KV=..,HD=.. (default: the default set)"
     )
     parser.add_argument("--dtype", default="fp32,bf16,fp16")
+    parser.add_argument(
+        "--store", action="store_true", help="every (shape, dtype) the bundled store holds for --gpu, instead"
+    )
     parser.add_argument("--hold-us", type=float, default=DEFAULT_HOLD_US)
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--render", type=Path, help="print the table of an hbm.parquet and exit")
@@ -294,13 +308,14 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     shapes = [Shape.parse(s) for s in args.shape] if args.shape else list(DEFAULT_SHAPES)
-    for shape in shapes:
-        for name in args.dtype.split(","):
-            rows += probe(shape, get_dtype(name), session, index, args.gpu, args.reps)
-            frame = pd.DataFrame(rows)
-            frame.to_parquet(args.out / "hbm.parquet", index=False)
-            print(f"{shape.key} {name} [{time.perf_counter() - started:.0f}s]", flush=True)
-            session.release()
+    groups = [(shape, name) for shape in shapes for name in args.dtype.split(",")]
+    if args.store:
+        groups = store_groups(index, args.gpu)
+    for shape, name in groups:
+        rows += probe(shape, get_dtype(name), session, index, args.gpu, args.reps)
+        pd.DataFrame(rows).to_parquet(args.out / "hbm.parquet", index=False)
+        print(f"{shape.key} {name} [{time.perf_counter() - started:.0f}s]", flush=True)
+        session.release()
     print(render(pd.DataFrame(rows)))
     return 0
 

@@ -68,6 +68,7 @@ class ReplayRunner(Runner):
             host=str(first["host"] or ""),
             empty_launch_ms=_recorded_median(rows, "empty_launch_ms"),
             hold_us=_recorded_median(rows, "hold_us"),
+            copy_method=_recorded_mode(rows, "copy_method"),
         )
         self._answers: dict[tuple[str, str, str], Measurement] = {}
         self._copies: dict[GroupKey, float] = {}
@@ -150,6 +151,14 @@ def _recorded_median(rows: pd.DataFrame, column: str) -> float | None:
         return None
     values = pd.to_numeric(rows[column], errors="coerce").dropna()
     return float(values.median()) if len(values) else None
+
+
+def _recorded_mode(rows: pd.DataFrame, column: str) -> str | None:
+    """The recording's most common value of `column` (how its copies were timed), or None."""
+    if column not in rows:
+        return None
+    values = rows[column].dropna()
+    return str(values.mode().iloc[0]) if len(values) else None
 
 
 def _answer(measured: pd.DataFrame) -> Measurement:

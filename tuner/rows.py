@@ -118,6 +118,7 @@ def trial_row(
         "gbps": moved / (time_ms * 1e-3) / 1e9 if ok and time_ms > 0 else None,
         "copy_ms": copy_ms,
         "ratio_to_copy": time_ms / copy_ms if ok and copy_ms > 0 else math.inf,
+        "copy_method": identity.copy_method,
         "empty_launch_ms": identity.empty_launch_ms,
         "hold_us": identity.hold_us,
         "study": info.study,

@@ -52,3 +52,32 @@ def test_the_profiled_pass_gives_each_sides_own_device_time() -> None:
     assert times["empty"].median_us < 5.0
     assert times["small copy"].median_us < times["large copy"].median_us
     assert 10.0 < times["large copy"].median_us < 200.0
+
+
+@pytest.mark.parametrize("nbytes", [1, 17, 4096 * 256 + 7, 5_644_800])
+def test_the_copy_kernel_copies_every_byte_and_no_more(nbytes: int) -> None:
+    import cupy as cp
+
+    from tuner.gpu.timing import copy_kernel
+
+    src = cp.random.default_rng(nbytes).integers(1, 255, size=nbytes + 32, dtype=cp.uint8)
+    dst = cp.zeros(nbytes + 32, dtype=cp.uint8)
+    copy_kernel(dst.data.ptr, src.data.ptr, nbytes)()
+    cp.cuda.get_current_stream().synchronize()
+    assert bool(cp.array_equal(dst[:nbytes], src[:nbytes]))
+    assert not bool(dst[nbytes:].any())
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        copy_kernel(dst.data.ptr + 1, src.data.ptr, nbytes)
+
+
+def test_the_copy_a_kernel_is_held_to_is_the_faster_of_the_two() -> None:
+    import cupy as cp
+
+    from tuner.gpu.timing import COPY_METHODS, L2Flusher, copy_launchers, fastest_copy, time_launches
+
+    flush = L2Flusher(cp.cuda.Device(), hold_us=50.0)
+    nbytes = 42_240_000  # an odd token count's bytes: where cudaMemcpyAsync ran slow on an H200
+    method, timing = fastest_copy(nbytes, flush, reps=20)
+    assert method in COPY_METHODS
+    memcpy = time_launches(copy_launchers(nbytes)["memcpy"], flush, reps=20)
+    assert timing.median_ms <= memcpy.median_ms * 1.05

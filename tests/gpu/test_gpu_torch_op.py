@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from results.schema import COPY_FASTEST  # noqa: E402
 from results.store import load_results  # noqa: E402
 from tuner.gpu import op_race, torch_op  # noqa: E402
 from tuner.gpu.torch_op import reference_backward, repkv, repkv_backward, served  # noqa: E402
@@ -167,6 +168,7 @@ def test_a_recorded_race_writes_the_measurements_as_rows_of_its_own_run(recordin
     assert (ok["copy_ms"] > 0).all() and (ok["ratio_to_copy"] > 0).all()
     assert (ok["reps"] == op_race.RACE_REPS).all()
     assert (frame["hold_us"] == op_race.RACE_HOLD_US).all()  # timed as the tuner times: ranked with its rows
+    assert (frame["copy_method"] == COPY_FASTEST).all()  # and held to the tuner's copy
     medians = dict(zip(ok["config_key"], ok["time_ms"], strict=True))
     assert medians[key] <= min(medians.values()) * (1 + RACE_MARGIN) + 1e-12
     assert dict(race) == pytest.approx(medians)

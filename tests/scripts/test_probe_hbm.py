@@ -72,6 +72,8 @@ def test_summary_gives_each_side_over_the_memcpy_and_tuned_over_the_twin() -> No
     assert row["twin"] == pytest.approx(0.98)
     assert row["tuned/twin"] == pytest.approx(0.97 / 0.98)
     assert row["dev tuned"] == pytest.approx(968 / 998)
+    assert row["tuned/fastest copy"] == pytest.approx(0.97)  # the memcpy was the faster copy
+    assert row["dev tuned/fastest copy"] == pytest.approx(968 / 998)
 
 
 def test_render_prints_the_table_from_a_parquet(tmp_path: Path) -> None:

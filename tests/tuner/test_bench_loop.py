@@ -113,7 +113,8 @@ def fake_device(script, session=None):
         return SimpleNamespace(median_ms=t, p20_ms=t * 0.9, p80_ms=t * 1.1, reps=reps)
 
     def time_copy(nbytes, flush, reps):
-        return SimpleNamespace(median_ms=0.01 + nbytes * 1e-12, p20_ms=0.009, p80_ms=0.011, reps=reps)
+        t = SimpleNamespace(median_ms=0.01 + nbytes * 1e-12, p20_ms=0.009, p80_ms=0.011, reps=reps)
+        return "kernel", t
 
     device = script.Device(
         session=session or FakeSession(),
@@ -169,7 +170,8 @@ def test_first_pass_validates_then_times_every_peer(script, dtype_name: str) -> 
     compiled = rows.loc[[pb.compile_peer("default", f) for f in torch_peers.COMPILED]]
     assert (compiled["graphs"] == 1).all() and (compiled["compile_s"] > 0).all()
     assert (compiled["message"] == "").all() and (compiled["config"] == "mode=default").all()
-    assert rows.loc[pb.COPY_PEER, "config"].startswith("cudaMemcpyAsync D2D of")
+    assert rows.loc[pb.COPY_PEER, "config"].startswith("16-byte copy kernel of")
+    assert rows.loc[pb.COPY_PEER, "config"].endswith("(kernel)")
     assert bench.session.measured[0][2].startswith("naive[block=32]")
     assert bench.session.releases >= 2  # before the copy and at the end of the pair
 
@@ -472,7 +474,7 @@ def test_device_time_profiles_the_copy_the_tuned_kernel_and_the_fastest_peers(sc
     fp32 = DTYPES["fp32"]
     device = fake_device(script)
     durations = {pb.COPY_PEER: 4.0, pb.EMPTY_PEER: 1.0, pb.TUNED_PEER: 3.0}
-    device.copy_launch = lambda nbytes: lambda: None
+    device.copy_launch = lambda nbytes, method: lambda: None
     bench = bench_of(script, plan(groups=["llmc", "eager"]), device=device)
     bench.choices = tuned_choice(fp32)
     bench.first_pass(SHAPE, fp32)
@@ -498,7 +500,7 @@ def test_device_time_profiles_the_copy_the_tuned_kernel_and_the_fastest_peers(sc
 def test_a_failed_trace_leaves_the_rows_as_they_were(script) -> None:
     fp32 = DTYPES["fp32"]
     device = fake_device(script)
-    device.copy_launch = lambda nbytes: lambda: None
+    device.copy_launch = lambda nbytes, method: lambda: None
     device.trace_calls = lambda sides, flush, calls: []  # no bracketed calls at all
     bench = bench_of(script, plan(groups=["eager"]), device=device)
     bench.choices = tuned_choice(fp32)
@@ -519,7 +521,7 @@ def test_a_run_without_a_profiler_skips_the_pass(script, tmp_path: Path) -> None
 def test_a_side_that_cannot_be_rebuilt_is_left_out_of_the_profile(script) -> None:
     fp32 = DTYPES["fp32"]
     device = fake_device(script)
-    device.copy_launch = lambda nbytes: lambda: None
+    device.copy_launch = lambda nbytes, method: lambda: None
     bench = bench_of(script, plan(groups=["eager"]), device=device)
     bench.choices = tuned_choice(fp32)
     bench.first_pass(SHAPE, fp32)

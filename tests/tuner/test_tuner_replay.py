@@ -41,6 +41,16 @@ def test_a_replay_names_the_recordings_empty_launch(tmp_path: Path) -> None:
     assert ReplayRunner.from_directory(tmp_path).identity.empty_launch_ms == pytest.approx(0.004)
 
 
+def test_a_replay_names_how_the_recording_timed_its_copies(tmp_path: Path) -> None:
+    from results.store import write_table
+
+    rows = F.recording_rows([F.SMALL], ["bf16"])[:10]
+    write_table(rows, tmp_path / "before", "memcpy")
+    assert ReplayRunner.from_directory(tmp_path / "before").identity.copy_method is None
+    write_table([{**r, "copy_method": "fastest"} for r in rows], tmp_path / "after", "fastest")
+    assert ReplayRunner.from_directory(tmp_path / "after").identity.copy_method == "fastest"
+
+
 def test_a_replay_names_the_recordings_hold_or_none(tmp_path: Path) -> None:
     from results.store import write_table
 

@@ -49,6 +49,22 @@ def test_a_row_records_the_hold_it_was_timed_with() -> None:
     assert table.column("hold_us").to_pylist() == [150.0]
 
 
+def test_a_row_records_how_its_copy_was_timed() -> None:
+    from dataclasses import replace
+
+    from results.schema import COPY_FASTEST
+
+    info = StudyInfo(gpu="h200", run_id="run-1", study="s", sampler="tpe", seed=7, trial=3)
+    config = next(c for c in FAMILIES["vec"].valid_configs(F.SHAPE, DTYPES["bf16"]))
+    measurement = Measurement(Status.OK, time_ms=1.0, reps=20)
+    before = trial_row(F.IDENTITY, F.SHAPE, DTYPES["bf16"], config, measurement, 0.5, info)
+    assert before["copy_method"] is None
+    timed = replace(F.IDENTITY, copy_method=COPY_FASTEST)
+    row = trial_row(timed, F.SHAPE, DTYPES["bf16"], config, measurement, 0.5, info)
+    assert row["copy_method"] == COPY_FASTEST
+    assert to_table(pd.DataFrame([row])).column("copy_method").to_pylist() == [COPY_FASTEST]
+
+
 def test_a_failure_row_has_infinite_time_and_value() -> None:
     row = _row(Measurement.failed(Status.LAUNCH_ERROR, "too many resources requested"))
     assert row["status"] == Status.LAUNCH_ERROR

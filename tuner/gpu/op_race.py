@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from results.schema import DEFAULT_HOLD_US
+from results.schema import COPY_FASTEST, DEFAULT_HOLD_US
 from tuner.race import run_race
 
 if TYPE_CHECKING:
@@ -119,11 +119,24 @@ class _RaceBench:
 
     def copy_ms(self) -> float:
         """A device-to-device copy of half the shape's bytes (as many read as written), timed
-        as the candidates are: the fastest of COPY_ROUNDS medians (the tuner's rule)."""
+        as the candidates are: the fastest of COPY_ROUNDS medians of each of PyTorch's copy
+        (cudaMemcpyAsync) and the tuner's 16-byte copy kernel (the tuner's rule)."""
+        import cupy as cp
+
+        from tuner.gpu.timing import copy_kernel
+
         nbytes = self.shape.bytes_moved(self.dtype) // 2
         source = torch.ones(nbytes, dtype=torch.uint8, device=self.device)
         target = torch.empty_like(source)
-        return min(statistics.median(self.samples(lambda: target.copy_(source))) for _ in range(COPY_ROUNDS))
+        with cp.cuda.Device(self.device):
+            launch = copy_kernel(target.data_ptr(), source.data_ptr(), nbytes, self._cupy_stream)
+
+        def by_kernel() -> None:
+            with cp.cuda.Device(self.device):
+                launch()
+
+        copies = (lambda: target.copy_(source), by_kernel)
+        return min(statistics.median(self.samples(copy)) for copy in copies for _ in range(COPY_ROUNDS))
 
 
 def _storage(tensor: torch.Tensor, cp):
@@ -235,14 +248,16 @@ _IDENTITIES: dict[int, GpuIdentity] = {}
 
 def _identity(device: int) -> GpuIdentity:
     """The device as a trial row names it (`tuner.gpu.session.read_identity`), read once; a
-    race times with RACE_HOLD_US after its flush."""
+    race times with RACE_HOLD_US after its flush, and holds to the tuner's copy."""
     identity = _IDENTITIES.get(device)
     if identity is None:
         import cupy as cp
 
         from tuner.gpu.session import read_identity
 
-        timed_alike = replace(read_identity(cp.cuda.Device(device)), hold_us=RACE_HOLD_US)
+        timed_alike = replace(
+            read_identity(cp.cuda.Device(device)), hold_us=RACE_HOLD_US, copy_method=COPY_FASTEST
+        )
         identity = _IDENTITIES.setdefault(device, timed_alike)
     return identity
 

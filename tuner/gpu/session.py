@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import cupy as cp
 
-from results.schema import DEFAULT_HOLD_US, Status
+from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, Status
 from tuner.gpu.kernels import CompileError, Kernels
 from tuner.gpu.timing import L2Flusher, Timing, empty_launch, time_device_copy, time_launches
 from tuner.runner import GpuIdentity, Measurement
@@ -104,7 +104,12 @@ class DeviceSession:
         self.reps = reps
         self._buffers: tuple[tuple[Shape, str], cp.ndarray, cp.ndarray] | None = None
         self.warm_up()
-        self.identity = replace(self.identity, empty_launch_ms=self.empty_launch_ms(), hold_us=float(hold_us))
+        self.identity = replace(
+            self.identity,
+            empty_launch_ms=self.empty_launch_ms(),
+            hold_us=float(hold_us),
+            copy_method=COPY_FASTEST,
+        )
 
     def empty_launch_ms(self, rounds: int = 3) -> float:
         """An empty kernel timed as a trial is (L2 flushed before each call): the fastest of

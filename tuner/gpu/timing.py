@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import cupy as cp
 import numpy as np
 
+from tuner.timing_sources import COPY_BLOCK, COPY_KERNEL_SOURCE, HOLD_SOURCE, copy_geometry
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -16,19 +18,6 @@ class Timing:
     p20_ms: float
     p80_ms: float
     reps: int
-
-
-# A wait on the GPU's global timer, issued after the flush so that the CPU has queued the timed
-# call before the GPU reaches it.
-HOLD_SOURCE = r"""
-extern "C" __global__ void hold_ns(unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < ns);
-}
-"""
 
 
 _HOLD_KERNELS: dict[int, cp.RawKernel] = {}
@@ -96,22 +85,72 @@ def time_launches(
     return Timing(float(median), float(p20), float(p80), reps)
 
 
-def device_copy(nbytes: int) -> Callable[[], None]:
-    """A launch of a device-to-device cudaMemcpyAsync of nbytes (between two new buffers)."""
-    src = cp.empty(nbytes, dtype=cp.uint8)
-    src.fill(1)
-    dst = cp.empty(nbytes, dtype=cp.uint8)
-    stream = cp.cuda.get_current_stream()
+_COPY_KERNELS: dict[int, cp.RawKernel] = {}
 
-    def copy() -> None:
+
+def copy_kernel(
+    dst_ptr: int, src_ptr: int, nbytes: int, stream: cp.cuda.Stream | None = None
+) -> Callable[[], None]:
+    """A launch of the 16-byte copy kernel: nbytes from src_ptr to dst_ptr (both 16-byte aligned,
+    as CuPy's and PyTorch's allocations are), the last nbytes % 16 one byte a thread."""
+    if dst_ptr % 16 or src_ptr % 16:
+        raise ValueError("the copy kernel needs 16-byte aligned buffers")
+    device = cp.cuda.Device().id
+    kernel = _COPY_KERNELS.get(device)
+    if kernel is None:
+        kernel = _COPY_KERNELS.setdefault(device, cp.RawKernel(COPY_KERNEL_SOURCE, "copy_words"))
+    words, tail, grid = copy_geometry(nbytes)
+    end = 16 * words
+    args = (
+        np.uint64(dst_ptr),
+        np.uint64(src_ptr),
+        np.uint64(words),
+        np.uint64(dst_ptr + end),
+        np.uint64(src_ptr + end),
+        np.uint32(tail),
+    )
+
+    def launch() -> None:
+        kernel((grid,), (COPY_BLOCK,), args, stream=stream)
+
+    return launch
+
+
+def device_copy(nbytes: int, method: str = "memcpy") -> Callable[[], None]:
+    """A launch of a device-to-device copy of nbytes between two new buffers, by
+    cudaMemcpyAsync (`memcpy`) or the 16-byte copy kernel (`kernel`)."""
+    return copy_launchers(nbytes)[method]
+
+
+def copy_launchers(nbytes: int) -> dict[str, Callable[[], None]]:
+    """Both copies of nbytes, over the same two new buffers (each launch keeps them alive)."""
+    src = cp.empty(max(nbytes, 1), dtype=cp.uint8)
+    src.fill(1)
+    dst = cp.empty(max(nbytes, 1), dtype=cp.uint8)
+    stream = cp.cuda.get_current_stream()
+    kernel = copy_kernel(dst.data.ptr, src.data.ptr, nbytes, stream)
+
+    def memcpy() -> None:
         cp.cuda.runtime.memcpyAsync(
             dst.data.ptr, src.data.ptr, nbytes, cp.cuda.runtime.memcpyDeviceToDevice, stream.ptr
         )
 
-    return copy
+    def by_kernel(buffers: tuple = (src, dst)) -> None:  # holds the buffers the kernel copies
+        kernel()
+
+    return {"memcpy": memcpy, "kernel": by_kernel}
+
+
+def fastest_copy(nbytes: int, flush: Callable[[], None], reps: int = 50) -> tuple[str, Timing]:
+    """Both copies of nbytes timed alike over the same buffers: the faster's method and timing."""
+    launchers = copy_launchers(nbytes)
+    timed = {method: time_launches(launch, flush, reps=reps) for method, launch in launchers.items()}
+    method = min(timed, key=lambda m: timed[m].median_ms)
+    return method, timed[method]
 
 
 def time_device_copy(nbytes: int, flush: Callable[[], None], reps: int = 50) -> Timing:
-    """A device-to-device cudaMemcpyAsync of nbytes: the kernel's practical ceiling when
-    nbytes is half the bytes the kernel moves (it then reads and writes as many)."""
-    return time_launches(device_copy(nbytes), flush, reps=reps)
+    """A device-to-device copy of nbytes, the faster of cudaMemcpyAsync and the copy kernel: the
+    kernel's practical ceiling when nbytes is half the bytes the kernel moves (it then reads and
+    writes as many)."""
+    return fastest_copy(nbytes, flush, reps)[1]
