@@ -55,6 +55,7 @@ class Candidate:
     run_id: str
     empty_launch_ms: float | None = None  # the same run's empty launch, where it was measured
     hold_us: float = 0.0  # the GPU-side wait before each timed call (results.schema.DEFAULT_HOLD_US)
+    copy_method: str | None = None  # how its copy was timed (results.schema.COPY_FASTEST; None: memcpy)
 
     @property
     def config_key(self) -> str:
@@ -232,8 +233,10 @@ def build_index(
         "run_id",
         "empty_launch_ms",
         "hold_us",
+        "copy_method",
     ]
-    for optional in ("empty_launch_ms", "hold_us"):  # a frame that did not go through the store's schema
+    # a frame that did not go through the store's schema
+    for optional in ("empty_launch_ms", "hold_us", "copy_method"):
         if optional not in fastest:
             fastest = fastest.assign(**{optional: np.nan})
     for row in fastest[columns].itertuples(index=False, name=None):
@@ -259,6 +262,7 @@ def build_index(
             run_id,
             empty_launch,
             hold,
+            copy_method,
         ) = row
         parsed = parse_config(family_name, params_json)
         if parsed is None:
@@ -282,6 +286,7 @@ def build_index(
                 run_id=str(run_id),
                 empty_launch_ms=_finite(empty_launch),
                 hold_us=hold_or_zero(hold),
+                copy_method=_str_or_none(copy_method),
             )
         )
 

@@ -55,7 +55,11 @@ class Measurement(BaseModel):
         description="gbps over the GPU's peak DRAM bandwidth (results/peaks.py; null for a GPU not "
         "listed): below about 32 MB read this rather than ratio_to_copy, whose copy has a fixed cost",
     )
-    ratio_to_copy: float | None = Field(None, description="time over a device copy of the same bytes")
+    ratio_to_copy: float | None = Field(
+        None,
+        description="time over a device copy of the same bytes (the faster of cudaMemcpyAsync and a "
+        "16-byte copy kernel; rows timed before that: cudaMemcpyAsync alone)",
+    )
     empty_launch_ms: float | None = Field(
         None, description="an empty kernel's launch in the same run, timed alike (null: not measured)"
     )
@@ -66,6 +70,11 @@ class Measurement(BaseModel):
         0.0,
         description="the GPU-side wait after each L2 flush before a timed call (µs; 0: none). The "
         "tuner holds 150 by default, and a group's rows timed so are served ahead of rows timed otherwise",
+    )
+    copy_method: str | None = Field(
+        None,
+        description='how the copy of ratio_to_copy was timed: "fastest" (the faster of cudaMemcpyAsync and '
+        "a 16-byte copy kernel), or null (cudaMemcpyAsync alone: rows timed before)",
     )
     baseline_ms: float | None = Field(None, description="llm.c's kernel1 at block 128, same GPU and shape")
     speedup_vs_baseline: float | None = None

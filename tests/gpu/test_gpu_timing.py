@@ -73,7 +73,8 @@ def test_the_copy_kernel_copies_every_byte_and_no_more(nbytes: int) -> None:
 def test_the_copy_a_kernel_is_held_to_is_the_faster_of_the_two() -> None:
     import cupy as cp
 
-    from tuner.gpu.timing import COPY_METHODS, L2Flusher, copy_launchers, fastest_copy, time_launches
+    from tuner.gpu.timing import L2Flusher, copy_launchers, fastest_copy, time_launches
+    from tuner.timing_sources import COPY_METHODS
 
     flush = L2Flusher(cp.cuda.Device(), hold_us=50.0)
     nbytes = 42_240_000  # an odd token count's bytes: where cudaMemcpyAsync ran slow on an H200

@@ -97,6 +97,7 @@ def answer(
             if candidate.empty_launch_ms
             else None,
             hold_us=candidate.hold_us,
+            copy_method=candidate.copy_method,
             baseline_ms=baseline,
             speedup_vs_baseline=baseline / candidate.time_ms if baseline else None,
             gpu_name=candidate.gpu_name,

@@ -23,6 +23,12 @@ from variants import DType, Shape
 
 router = APIRouter(tags=["dashboards"])
 
+# How the copy is timed (results.schema.COPY_FASTEST), and how it was before.
+COPY_NOTE = (
+    "The copy is the faster of cudaMemcpyAsync and a 16-byte copy kernel; rows timed before "
+    "that (no copy_method) held to cudaMemcpyAsync alone, which on an H200 took up to 1.35x "
+    "the kernel's time at odd byte counts, so their ratio reads low there."
+)
 PLOTLY_JS = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
 HTML_RESPONSES: dict[int | str, dict] = {
     200: {"content": {"text/html": {"schema": {"type": "string"}}}, "description": "an HTML page"},
@@ -132,8 +138,9 @@ def overview(index: IndexDep, gpu: GpuQuery = None, dtype: DtypeFilter = None) -
         pages.picker("dtype", [("all dtypes", pages.overview_url(gpu, None), dtype is None), *dtypes]),
     ) + (
         '<p class="note">Times are medians of the winning trial; "time / copy" divides by a '
-        "device-to-device copy of the same bytes timed in the same process. Every winner links to "
-        "its launch recipe (GET /best) and its kernel source in the table below.</p>"
+        "device-to-device copy of the same bytes timed in the same process. "
+        f"{COPY_NOTE} Every winner links to its launch recipe (GET /best) and its kernel source in "
+        "the table below.</p>"
     )
     compare = len(index.by_gpu) > 1
     after = "<h2>Winners</h2>" + pages.overview_table(table.reset_index(drop=True), compare=compare)
@@ -252,7 +259,8 @@ def bandwidth_page(index: IndexDep, gpu: GpuQuery = None) -> HTMLResponse:
         note = f"No peak bandwidth is known for this GPU ({e(reported)}): no peak line."
     body = pages.pickers(_gpu_picker(index, gpu, pages.bandwidth_url)) + (
         f'<p class="note">GB/s = bytes moved / time (every dout element read once, every dinp element '
-        f"written once). The device copy moves the same bytes in the same process. {note}</p>"
+        f"written once). The device copy moves the same bytes in the same process. {COPY_NOTE} "
+        f"{note}</p>"
     )
     figures = [draw.bandwidth(table, peak), draw.bandwidth_ratio(table)]
     after = pages.bandwidth_table(table, peak[1] if peak else None)

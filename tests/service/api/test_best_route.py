@@ -224,6 +224,20 @@ def test_a_hopper_only_kernel_says_so_and_the_peak_and_empty_launch_are_given(tm
     assert variants.get_family("vec").min_compute_capability == 0
 
 
+def test_the_answer_says_how_its_copy_was_timed(tmp_path) -> None:
+    rows = [
+        trial("h200", S1, "bf16", "vec", VEC16, 0.10, number=0, copy_method="fastest"),
+        trial("h200", S2, "bf16", "vec", VEC16, 0.10, number=1),  # timed before: memcpy alone
+    ]
+    write_table(rows, tmp_path, "run")
+    with make_client(tmp_path) as client:
+        assert client.app.state.store.wait_ready(30)
+        fastest = the_answer(client.get("/best", params={"B": S1.B, "T": S1.T, "gpu": "h200"}))
+        before = the_answer(client.get("/best", params=S2.as_dict() | {"gpu": "h200"}))
+    assert fastest["measured"]["copy_method"] == "fastest"
+    assert before["measured"]["copy_method"] is None
+
+
 def test_a_group_timed_with_the_hold_is_served_from_those_rows_and_says_so(tmp_path) -> None:
     rows = [
         trial("h200", S1, "bf16", "vec", VEC16, 0.10, number=0, hold_us=150.0),
