@@ -87,3 +87,11 @@ def test_render_prints_the_table_from_a_parquet(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     row = "| B=8,T=1024,NH=32,NH_KV=8,HD=128 | bf16 | 302.0 | 1.010 | 0.950 | 0.980 | 0.970 | 0.990 |"
     assert row in done.stdout
+
+
+@pytest.mark.parametrize("script", ["probe_hbm.py", "probe_launch.py"])
+def test_the_gpu_probes_explain_themselves_without_a_gpu(script: str) -> None:
+    command = [sys.executable, str(ROOT / "scripts" / script), "--help"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "--shape" in done.stdout and "--out" in done.stdout
