@@ -30,6 +30,7 @@ OVERVIEW_COLUMNS = [
     "gbps",
     "copy_ms",
     "ratio_to_copy",
+    "copy_method",
     "empty_launch_ms",
     "baseline_ms",
     "speedup_vs_baseline",
@@ -150,7 +151,7 @@ def overview(frame: pd.DataFrame) -> pd.DataFrame:
     best["short_shape"] = best.apply(short_shape, axis=1)
     best["bytes_moved"] = best.apply(_bytes_moved, axis=1).astype(np.int64)
     best["gbps"] = best["bytes_moved"] / (best["time_ms"] * 1e6)
-    for column in ("copy_ms", "empty_launch_ms"):
+    for column in ("copy_ms", "empty_launch_ms", "copy_method"):
         if column not in best:
             best[column] = np.nan
     measured = best["source_hash"] if "source_hash" in best else pd.Series(None, best.index, dtype=object)

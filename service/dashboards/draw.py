@@ -112,7 +112,8 @@ def overview_ratio(table: pd.DataFrame) -> go.Figure:
     fig = go.Figure(
         layout={
             **LAYOUT,
-            "title": "Winner's time / device copy of the same bytes (below 1 beats the copy)",
+            "title": "Winner's time / device copy of the same bytes (below 1 beats the copy; "
+            "* held to cudaMemcpyAsync alone)",
             "barmode": "group",
             "xaxis": _shape_axis(table),
             "yaxis": {"title": "time / copy", "range": _ratio_range(table["ratio_to_copy"])},
@@ -125,15 +126,39 @@ def overview_ratio(table: pd.DataFrame) -> go.Figure:
             x=rows["short_shape"],
             y=rows["ratio_to_copy"],
             marker={"color": DTYPE_COLORS.get(dtype), "pattern": {"shape": pattern}},
-            text=rows["ratio_to_copy"].map(lambda v: f"{v:.2f}" if pd.notna(v) else ""),
+            text=[ratio_label(v, m) for v, m in zip(rows["ratio_to_copy"], copy_methods(rows), strict=True)],
             textposition="outside",
             textfont={"size": 9},
-            customdata=rows[["config_key", "time_ms", "gpu", "dtype"]].to_numpy(),
-            hovertemplate="%{customdata[2]} %{x} %{customdata[3]}<br>%{y:.3f}x copy<br>"
+            customdata=np.column_stack(
+                [rows[["config_key", "time_ms", "gpu", "dtype"]].to_numpy(), copy_descriptions(rows)]
+            ),
+            hovertemplate="%{customdata[2]} %{x} %{customdata[3]}<br>%{y:.3f}x copy (%{customdata[4]})<br>"
             "%{customdata[1]:.4f} ms<br>%{customdata[0]}<extra></extra>",
         )
     reference_line(fig, 1.0, "device copy = 1.0", dash="dot", color=COPY_COLOR, log_y=False)
     return fig
+
+
+def copy_methods(rows: pd.DataFrame) -> list[str | None]:
+    """Each row's copy_method (results.schema.COPY_FASTEST), None where it was not recorded."""
+    if "copy_method" not in rows:
+        return [None] * len(rows)
+    return [m if isinstance(m, str) else None for m in rows["copy_method"]]
+
+
+def ratio_label(ratio: float, method: str | None) -> str:
+    """A bar's label: the ratio, starred where the copy was cudaMemcpyAsync alone (rows timed
+    before the faster copy: at odd byte counts that copy was slow, so the ratio reads low)."""
+    if pd.isna(ratio):
+        return ""
+    return f"{ratio:.2f}" if method else f"{ratio:.2f}*"
+
+
+def copy_descriptions(rows: pd.DataFrame) -> list[str]:
+    return [
+        "the faster of cudaMemcpyAsync and a copy kernel" if m else "cudaMemcpyAsync alone"
+        for m in copy_methods(rows)
+    ]
 
 
 def overview_speedup(table: pd.DataFrame) -> go.Figure:

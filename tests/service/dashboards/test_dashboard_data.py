@@ -367,3 +367,23 @@ def test_views_that_compare_times_read_only_the_rows_timed_as_the_group_is_serve
     assert best.to_dict() == pytest.approx({"vec": 1.0, "split": 1.25})
     table = data.family_vs_best(rows, "g")
     assert table[table["B"] == 1]["time_ms"].tolist() == [pytest.approx(0.30)]
+
+
+def test_overview_bars_star_ratios_held_to_cudamemcpy_alone() -> None:
+    from service.dashboards import draw
+
+    rows = pd.DataFrame(
+        [
+            trial("h200", S1, BF16, "vec", VEC16, 0.1, copy_method="fastest"),
+            trial("h200", S2, BF16, "vec", VEC16, 0.02),  # timed before: cudaMemcpyAsync alone
+        ]
+    )
+    table = data.overview(rows)
+    assert table.set_index("short_shape")["copy_method"].notna().sum() == 1
+    figure = draw.overview_ratio(table)
+    labels = dict(zip(figure.data[0].x, figure.data[0].text, strict=True))
+    starred = {row.short_shape: labels[row.short_shape].endswith("*") for row in table.itertuples()}
+    assert starred == {row.short_shape: pd.isna(row.copy_method) for row in table.itertuples()}
+    assert sorted(starred.values()) == [False, True]
+    hover = {row[4] for row in figure.data[0].customdata}
+    assert hover == {"the faster of cudaMemcpyAsync and a copy kernel", "cudaMemcpyAsync alone"}
