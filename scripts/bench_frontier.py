@@ -157,10 +157,10 @@ def with_device_time(
     from tuner.kernel_trace import device_times
 
     if _PROFILER is None:
-        import torch
+        from tuner.gpu.peers import share_stream_with_torch
 
         _PROFILER = DeviceSession(reps=10, hold_us=hold_us)
-        torch.cuda.set_device(_PROFILER.device.id)
+        share_stream_with_torch(_PROFILER.device.id)
     keys = profiled_keys(group, top)
     sides = {k: _PROFILER.launcher(shape, dtype, configs[k]) for k in keys}
     times = device_times(trace_calls(sides, _PROFILER.flush, DEVICE_CALLS), keys, DEVICE_CALLS)

@@ -702,7 +702,7 @@ class PeerBench:
         sides: dict[str, Callable[[], Any]] = {}
         try:
             if COPY_PEER in rows:
-                method = self.copy_methods.get((shape.key, dtype.name), "memcpy")
+                method = self.copy_methods[(shape.key, dtype.name)]  # set with the copy row
                 sides[COPY_PEER] = self.device.copy_launch(shape.bytes_moved(dtype) // 2, method)
             if EMPTY_PEER in rows:
                 sides[EMPTY_PEER] = self.device.empty_launch
@@ -828,17 +828,14 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
     import torch
 
     from tuner.gpu.kernel_profile import trace_calls
-    from tuner.gpu.peers import as_storage, as_torch
+    from tuner.gpu.peers import as_storage, as_torch, share_stream_with_torch
     from tuner.gpu.session import DeviceSession
     from tuner.gpu.timing import device_copy, empty_launch, fastest_copy, time_launches
     from tuner.gpus import default_label
 
     # Every timed call, the session's own (its kernels) included, goes through its flush and hold.
     session = DeviceSession(reps=plan.reps, hold_us=plan.hold_us)
-    torch.cuda.set_device(session.device.id)
-    cupy_stream = cp.cuda.get_current_stream().ptr
-    if torch.cuda.current_stream().cuda_stream != cupy_stream:
-        torch.cuda.set_stream(torch.cuda.ExternalStream(cupy_stream))
+    share_stream_with_torch(session.device.id)
     identity = session.identity
     label = args.gpu or default_label(identity.name)
     meta = {

@@ -294,14 +294,13 @@ def main() -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
 
-    import torch
-
     from results.index import build_index
     from results.store import bundled_results_dir, load_results
+    from tuner.gpu.peers import share_stream_with_torch
     from tuner.gpu.session import DeviceSession
 
     session = DeviceSession(reps=args.reps, hold_us=args.hold_us)
-    torch.cuda.set_device(session.device.id)
+    share_stream_with_torch(session.device.id)
     index = build_index(load_results(bundled_results_dir())[0])
     identity = session.identity
     print(f"{identity.name}, {identity.sm_count} SMs, driver {identity.driver_version}", flush=True)

@@ -71,14 +71,13 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    import cupy as cp
     import torch
 
     from results.index import build_index
     from results.selection import select
     from results.store import bundled_results_dir, load_results
     from tuner.gpu.kernel_profile import trace_calls
-    from tuner.gpu.peers import as_torch
+    from tuner.gpu.peers import as_torch, share_stream_with_torch
     from tuner.gpu.session import DeviceSession
     from tuner.gpu.timing import empty_launch
     from tuner.gpu.torch_op import repkv_backward
@@ -86,10 +85,7 @@ def main() -> int:
     from tuner.kernel_trace import device_times
 
     session = DeviceSession(reps=args.reps, hold_us=DEFAULT_HOLD_US)
-    torch.cuda.set_device(session.device.id)
-    cupy_stream = cp.cuda.get_current_stream().ptr
-    if torch.cuda.current_stream().cuda_stream != cupy_stream:  # as bench_kernels.py: one stream
-        torch.cuda.set_stream(torch.cuda.ExternalStream(cupy_stream))
+    share_stream_with_torch(session.device.id)
     configure_dynamo()
     index = build_index(load_results(bundled_results_dir())[0])
 

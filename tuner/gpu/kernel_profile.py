@@ -13,6 +13,7 @@ from typing import Any
 
 import cupy as cp
 
+from tuner.gpu.timing import device_function
 from tuner.kernel_trace import BEGIN_MARKER, END_MARKER
 
 MARKERS_SOURCE = f"""
@@ -28,7 +29,8 @@ def trace_calls(
     events of the profile."""
     import torch
 
-    begin, end = _markers(cp.cuda.Device().id)
+    device = cp.cuda.Device().id
+    begin, end = (device_function(device, MARKERS_SOURCE, name) for name in (BEGIN_MARKER, END_MARKER))
     for launch in sides.values():
         launch()
     cp.cuda.get_current_stream().synchronize()
@@ -41,17 +43,6 @@ def trace_calls(
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         return json.loads(path.read_text())["traceEvents"]
-
-
-_MARKERS: dict[int, tuple[cp.RawKernel, cp.RawKernel]] = {}
-
-
-def _markers(device: int) -> tuple[cp.RawKernel, cp.RawKernel]:
-    """The begin and end marker kernels, compiled once per device."""
-    if device not in _MARKERS:
-        module = cp.RawModule(code=MARKERS_SOURCE)
-        _MARKERS[device] = (module.get_function(BEGIN_MARKER), module.get_function(END_MARKER))
-    return _MARKERS[device]
 
 
 def _profile(

@@ -1,5 +1,6 @@
 """The bridge between the session's CuPy buffers and the PyTorch/Triton peers (DLPack, no
-copies): the peers benchmark hands dout to PyTorch this way and reads a peer's output back."""
+copies, one stream): the peers benchmark hands dout to PyTorch this way and reads a peer's
+output back."""
 
 from __future__ import annotations
 
@@ -24,3 +25,14 @@ def as_storage(tensor, dtype: DType) -> cp.ndarray:
     if dtype.name == "bf16":
         tensor = tensor.view(torch.uint16)
     return cp.from_dlpack(tensor.contiguous().reshape(-1))
+
+
+def share_stream_with_torch(device: int) -> None:
+    """PyTorch on the device and on CuPy's current stream, so that torch peers, the session's
+    kernels and the profiler's markers run in one order."""
+    import torch
+
+    torch.cuda.set_device(device)
+    stream = cp.cuda.get_current_stream().ptr
+    if torch.cuda.current_stream().cuda_stream != stream:
+        torch.cuda.set_stream(torch.cuda.ExternalStream(stream))

@@ -3,6 +3,7 @@ reported as the median with p20 and p80."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,17 +21,17 @@ class Timing:
     reps: int
 
 
-_HOLD_KERNELS: dict[int, cp.RawKernel] = {}
+@functools.cache
+def device_function(device: int, source: str, name: str) -> cp.RawKernel:
+    """The `extern "C"` kernel `name` of `source`, compiled and loaded once per device (the
+    harness's own kernels: the hold, the copy, the profiler's markers)."""
+    with cp.cuda.Device(device):
+        return cp.RawModule(code=source).get_function(name)
 
 
 def hold_kernel(device: int) -> cp.RawKernel:
-    """HOLD_SOURCE's kernel, compiled once per device; launch it with the wait in ns as a uint64."""
-    kernel = _HOLD_KERNELS.get(device)
-    if kernel is None:
-        with cp.cuda.Device(device):
-            kernel = cp.RawModule(code=HOLD_SOURCE).get_function("hold_ns")
-        kernel = _HOLD_KERNELS.setdefault(device, kernel)
-    return kernel
+    """HOLD_SOURCE's kernel on the device; launch it with the wait in ns as a uint64."""
+    return device_function(device, HOLD_SOURCE, "hold_ns")
 
 
 def empty_launch() -> Callable[[], None]:
@@ -85,9 +86,6 @@ def time_launches(
     return Timing(float(median), float(p20), float(p80), reps)
 
 
-_COPY_KERNELS: dict[int, cp.RawKernel] = {}
-
-
 def copy_kernel(
     dst_ptr: int, src_ptr: int, nbytes: int, stream: cp.cuda.Stream | None = None
 ) -> Callable[[], None]:
@@ -95,10 +93,7 @@ def copy_kernel(
     as CuPy's and PyTorch's allocations are), the last nbytes % 16 one byte a thread."""
     if dst_ptr % 16 or src_ptr % 16:
         raise ValueError("the copy kernel needs 16-byte aligned buffers")
-    device = cp.cuda.Device().id
-    kernel = _COPY_KERNELS.get(device)
-    if kernel is None:
-        kernel = _COPY_KERNELS.setdefault(device, cp.RawKernel(COPY_KERNEL_SOURCE, "copy_words"))
+    kernel = device_function(cp.cuda.Device().id, COPY_KERNEL_SOURCE, "copy_words")
     words, tail, grid = copy_geometry(nbytes)
     end = 16 * words
     args = (
