@@ -339,8 +339,8 @@ class PeerBench:
 
     def frame(self) -> pd.DataFrame:
         frame = derive(pd.DataFrame(self.rows), self.peak_gbps)
-        for key, value in self.device.meta.items():
-            frame[key] = value
+        for key, value in self.device.meta.items():  # a row's own value (its hold) stands
+            frame[key] = frame[key].where(frame[key].notna(), value) if key in frame else value
         return frame
 
     def write(self) -> None:
@@ -361,6 +361,8 @@ class PeerBench:
                 p20_ms=timing.p20_ms,
                 p80_ms=timing.p80_ms,
                 reps=timing.reps,
+                # the hold these calls had, where timing retimed them under a longer one
+                **({"hold_us": timing.hold_us} if getattr(timing, "hold_us", 0.0) else {}),
                 **extra,
             )
         )

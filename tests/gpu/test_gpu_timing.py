@@ -27,6 +27,43 @@ def test_the_hold_waits_on_the_gpu_after_the_flush() -> None:
     assert time_launches(lambda: None, held, reps=20).median_ms < 0.1
 
 
+def test_every_window_is_kept_and_a_held_cpu_stays_ahead() -> None:
+    import cupy as cp
+    import numpy as np
+
+    from tuner.gpu.timing import L2Flusher, time_windows
+
+    windows = time_windows(lambda: None, L2Flusher(cp.cuda.Device(), hold_us=200.0), reps=30)
+    assert len(windows.ms) == 30 and (windows.ms > 0).all()
+    # each call's GPU time carries the flush and the 200 us hold; enqueueing one costs far less
+    assert windows.gpu_us > 200.0
+    assert windows.cpu_ahead
+    assert windows.timing().median_ms == pytest.approx(float(np.median(windows.ms)))
+
+
+def test_calls_slow_to_issue_are_timed_again_under_a_longer_hold() -> None:
+    import time
+
+    import cupy as cp
+
+    from tuner.gpu.timing import L2Flusher, empty_launch, time_launches
+
+    flush = L2Flusher(cp.cuda.Device(), hold_us=150.0)
+    empty = empty_launch()
+    # a CuPy launch costs the CPU tens of us: far enough ahead of a 1000 us hold, never retimed
+    assert time_launches(empty, flush.with_hold(1000.0), reps=30).hold_us == 1000.0
+
+    def slow_to_issue() -> None:  # 300 us of CPU before the launch, as a heavy wrapper's
+        until = time.perf_counter() + 300e-6
+        while time.perf_counter() < until:
+            pass
+        empty()
+
+    timing = time_launches(slow_to_issue, flush, reps=30)
+    assert timing.hold_us >= 150.0 + 2 * 300.0
+    assert timing.median_ms < 0.05  # the GPU's time alone: the wait for the CPU is not in it
+
+
 def test_a_session_times_an_empty_launch_once() -> None:
     from tuner.gpu.session import DeviceSession
 

@@ -254,6 +254,26 @@ def test_a_run_writes_parquet_and_reports_tables_last(script, tmp_path: Path) ->
     assert not list(tmp_path.glob(".*tmp"))
 
 
+def test_a_row_timed_under_a_longer_hold_says_so(script, tmp_path: Path) -> None:
+    device = fake_device(script)
+    device.meta["hold_us"] = 150.0
+    timed = device.time_calls
+
+    def compiled_calls_retimed(launch, flush, reps):
+        t = timed(launch, flush, reps)
+        slow_to_issue = len(device.calls) % 2 == 0  # every other peer, as a compiled one would be
+        return SimpleNamespace(**vars(t), hold_us=550.0 if slow_to_issue else 150.0)
+
+    device.time_calls = compiled_calls_retimed
+    out = tmp_path / "peers.parquet"
+    bench = bench_of(script, plan(groups=["eager"]), device=device, out=out)
+    assert bench.run() == 0
+    written = pd.read_parquet(out)
+    timed_rows = written[written["status"] == "ok"]
+    assert set(timed_rows["hold_us"]) == {150.0, 550.0}
+    assert written["hold_us"].notna().all()  # rows without a time carry the run's hold
+
+
 def test_triton_peer_runs_through_the_session_check(script, monkeypatch) -> None:
     pytest.importorskip("triton")
     monkeypatch.setenv("TRITON_INTERPRET", "1")

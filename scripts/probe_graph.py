@@ -1,0 +1,278 @@
+"""What one call costs inside a CUDA graph, where no CPU and no event stands between kernels:
+the tuned kernel against the peers of the smallest shapes, where their event windows disagree.
+
+For each shape and dtype, every side validated first against a float64 reference:
+
+- `tuned`: the served configuration through `tuner.gpu.torch_op.repkv_backward(out=...)`;
+- `compile[default]:<f>`, `compile[max-autotune]:<f>`: `torch.compile` (dynamic=False) of the
+  slice/sum/cat and repeat_kv formulations, the latter mode "max-autotune-no-cudagraphs";
+- `triton:autotune`: the autotuned Triton kernel of tuner/gpu/triton_peer.py;
+- `copy`: `torch.Tensor.copy_` of half the bytes the kernel moves; `empty`: an empty Triton kernel.
+
+Three measures per side:
+
+- `graph_cold`: a graph of N x (L2 flush, call) less a graph of N flushes, per call: the time
+  the call adds to a stream that starts it from a cold L2, launch gaps included, no CPU;
+- `graph_warm`: a graph of N calls, per call: dout still in L2 from the call before, as it is
+  after the attention kernel that wrote it when the shape fits in L2;
+- `held`: the peers benchmark's event window (flush, 150 us hold, events around one call),
+  every window kept: its median and p80, the share of windows over 1.25x the median, the CPU's
+  time to enqueue one call with its flush and events, and the GPU's time per call;
+- `held_long`: the same with a longer hold (--long-hold-us, 1000 us), so that the CPU is far
+  ahead of the GPU whatever a call costs it to issue.
+
+    python scripts/probe_graph.py --out DIR [--shape B=1,T=512,NH=32,NH_KV=8,HD=64 ...] [--dtype bf16]
+
+By default the peers benchmark's shapes under 40 MB in bf16, in fp32, bf16 and fp16.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from results.schema import DEFAULT_HOLD_US  # noqa: E402
+from tuner.peer_bench import BENCH_SHAPES  # noqa: E402
+from tuner.timing_stats import Windows  # noqa: E402
+from variants import Shape, get_dtype  # noqa: E402
+
+SMALL_MB = 40  # the peers benchmark's groups under this size in bf16 are the default set
+CALLS_PER_GRAPH = 40
+REPLAYS = 7  # per round; a graph measure is the median replay of its median round
+ROUNDS = 3  # of every graph, and of every side's held windows
+MEASURES = ("graph_cold", "graph_warm", "held", "held_long")
+SLOW = 1.25  # a held window over this multiple of its side's median counts as slow
+COMPILE_MODES = {"default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+
+try:
+    import triton
+
+    @triton.jit
+    def empty_triton_kernel(x):
+        pass
+
+except ImportError:  # the script runs on a GPU host with Triton; the tests import it without
+    empty_triton_kernel = None
+
+
+def small_shapes() -> list[Shape]:
+    """The peers benchmark's shapes under SMALL_MB in bf16, where event windows disagree."""
+    return [s for s in BENCH_SHAPES if s.bytes_moved(get_dtype("bf16")) < SMALL_MB * 1e6]
+
+
+def per_call_us(replay_ms: float, baseline_ms: float, calls: int) -> float:
+    """What one call adds to a graph of `calls` calls: (replay - baseline) / calls, in us."""
+    return 1000.0 * (replay_ms - baseline_ms) / calls
+
+
+def slow_share(windows_ms: list[float], factor: float = SLOW) -> float:
+    """The share of windows longer than factor x their median."""
+    median = statistics.median(windows_ms)
+    return sum(w > factor * median for w in windows_ms) / len(windows_ms)
+
+
+def median_round(rounds: list[list[float]]) -> float:
+    """The median of the rounds' medians (one odd round decides nothing)."""
+    return statistics.median(statistics.median(r) for r in rounds)
+
+
+def relative(measures: dict[str, dict[str, float]], base: str = "tuned") -> dict[str, dict[str, float]]:
+    """Each side's measures (MEASURES) as multiples of `base`'s."""
+    return {
+        side: {f"{m}_x_{base}": measure[f"{m}_us"] / measures[base][f"{m}_us"] for m in MEASURES}
+        for side, measure in measures.items()
+    }
+
+
+def merged(runs: list[Windows]) -> Windows:
+    """Several runs' windows as one run: every window, the mean CPU and GPU time per call."""
+    return Windows(
+        np.concatenate([r.ms for r in runs]),
+        sum(r.enqueue_us for r in runs) / len(runs),
+        sum(r.gpu_us for r in runs) / len(runs),
+    )
+
+
+def held_measures(name: str, windows: Windows) -> dict[str, float]:
+    """The held measure `name` of one side from its windows, in us."""
+    timing = windows.timing()
+    return {
+        f"{name}_us": 1000 * timing.median_ms,
+        f"{name}_p80_us": 1000 * timing.p80_ms,
+        f"{name}_slow_share": slow_share(list(windows.ms)),
+        f"{name}_enqueue_us": windows.enqueue_us,
+        f"{name}_gpu_us_per_call": windows.gpu_us,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", action="append", help="repeatable (default: small_shapes())")
+    parser.add_argument("--dtype", default="fp32,bf16,fp16")
+    parser.add_argument("--gpu", default="h200")
+    parser.add_argument("--reps", type=int, default=100, help="held windows per side")
+    parser.add_argument("--long-hold-us", type=float, default=1000.0, help="the held_long measure's hold")
+    parser.add_argument("--out", type=Path, default=Path("."))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    import cupy as cp
+    import torch
+
+    from results.index import build_index
+    from results.selection import select
+    from results.store import bundled_results_dir, load_results
+    from tuner.gpu import triton_peer
+    from tuner.gpu.peers import share_stream_with_torch
+    from tuner.gpu.timing import L2Flusher, time_windows
+    from tuner.gpu.torch_op import reference_backward, repkv_backward
+    from tuner.gpu.torch_peers import (
+        TORCH_DTYPES,
+        compile_formulation,
+        configure_dynamo,
+        repeat_kv_backward,
+        sum_cat,
+    )
+
+    device = cp.cuda.Device()
+    share_stream_with_torch(device.id)
+    configure_dynamo()
+    index = build_index(load_results(bundled_results_dir())[0])
+    held_flushes = {
+        "held": L2Flusher(device, hold_us=DEFAULT_HOLD_US),
+        "held_long": L2Flusher(device, hold_us=args.long_hold_us),
+    }
+    l2_bytes = int(device.attributes.get("L2CacheSize", 64 * 2**20))
+    flush_buffer = torch.ones(2 * l2_bytes // 4, device="cuda")
+    flush_sink = torch.empty((), device="cuda")
+
+    def graph_flush() -> None:  # reads twice L2's bytes, as L2Flusher does, inside a graph
+        torch.amax(flush_buffer, dim=0, out=flush_sink)
+
+    sink = torch.empty(1, device="cuda")
+    shapes = [Shape.parse(text) for text in args.shape] if args.shape else small_shapes()
+    rows: list[dict[str, Any]] = []
+    for shape in shapes:
+        dims = (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
+        for name in args.dtype.split(","):
+            dtype = get_dtype(name)
+            served = select(index, args.gpu, shape, dtype)
+            dout = torch.randn(shape.B, shape.T, 3, shape.NH, shape.HD, device="cuda").to(TORCH_DTYPES[name])
+            dinp = torch.empty(shape.B, shape.T, shape.heads_in, shape.HD, device="cuda", dtype=dout.dtype)
+            half = shape.bytes_moved(dtype) // 2
+            src = torch.ones(half, dtype=torch.uint8, device="cuda")
+            dst = torch.empty_like(src)
+            sides: dict[str, Callable[[], Any]] = {
+                "tuned": lambda: repkv_backward(dout, shape.NH_KV, out=dinp),  # noqa: B023
+                "triton:autotune": lambda: triton_peer.repkv_backward_triton(dout, dinp, *dims),  # noqa: B023
+            }
+            for short, mode in COMPILE_MODES.items():
+                for label, formulation in (("sum_cat", sum_cat), ("repeat_kv_bwd", repeat_kv_backward)):
+                    compiled = compile_formulation(formulation, mode)
+                    sides[f"compile[{short}]:{label}"] = lambda c=compiled: c(dout, *dims)  # noqa: B023
+            expected = reference_backward(dout.double(), shape.NH_KV)
+            tolerance = 1e-5 if name == "fp32" else 2e-2
+            for call in sides.values():
+                dinp.fill_(float("nan"))
+                result = call()
+                got = (dinp if result is None or result.data_ptr() == dinp.data_ptr() else result).double()
+                torch.testing.assert_close(got.view_as(expected), expected, rtol=tolerance, atol=tolerance)
+            sides["copy"] = lambda: dst.copy_(src)  # noqa: B023
+            sides["empty"] = lambda: empty_triton_kernel[(1,)](sink)
+            torch.cuda.synchronize()
+
+            graphs: dict[str, dict[str, torch.cuda.CUDAGraph]] = {"cold": {}, "warm": {}}
+            for side, call in {"flush": graph_flush, **sides}.items():
+                for kind in ("cold", "warm"):
+                    if side == "flush" and kind == "warm":
+                        continue
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        for _ in range(CALLS_PER_GRAPH):
+                            if kind == "cold" and side != "flush":
+                                graph_flush()
+                            call()
+                    graphs[kind][side] = graph
+            timer = torch.cuda.Stream()
+            replays: dict[tuple[str, str], list[list[float]]] = {}
+            for r in range(ROUNDS):
+                order = [(k, s) for k in graphs for s in graphs[k]]
+                order = order[r % len(order) :] + order[: r % len(order)]
+                for kind, side in order:
+                    times = []
+                    for _ in range(REPLAYS):
+                        start, end = (
+                            torch.cuda.Event(enable_timing=True),
+                            torch.cuda.Event(enable_timing=True),
+                        )
+                        with torch.cuda.stream(timer):
+                            start.record()
+                            graphs[kind][side].replay()
+                            end.record()
+                        end.synchronize()
+                        times.append(start.elapsed_time(end))
+                    replays.setdefault((kind, side), []).append(times)
+            baseline = median_round(replays[("cold", "flush")])
+            measures: dict[str, dict[str, float]] = {}
+            for side in sides:
+                measures[side] = {
+                    "graph_cold_us": per_call_us(
+                        median_round(replays[("cold", side)]), baseline, CALLS_PER_GRAPH
+                    ),
+                    "graph_warm_us": per_call_us(median_round(replays[("warm", side)]), 0.0, CALLS_PER_GRAPH),
+                }
+            held_windows: dict[tuple[str, str], list[Windows]] = {}
+            for r in range(ROUNDS):  # every side in each round, in a rotated order
+                names = list(sides)[r % len(sides) :] + list(sides)[: r % len(sides)]
+                for side in names:
+                    for held, flush in held_flushes.items():
+                        windows = time_windows(sides[side], flush, reps=args.reps)
+                        held_windows.setdefault((held, side), []).append(windows)
+            for (held, side), runs in held_windows.items():
+                measures[side] |= held_measures(held, merged(runs))
+            ratios = relative(measures)
+            for side, measure in measures.items():
+                rows.append(
+                    {
+                        **shape.as_dict(),
+                        "shape": shape.key,
+                        "dtype": name,
+                        "MB": shape.bytes_moved(dtype) / 1e6,
+                    }
+                    | {"side": side, "config": served.candidate.config.key if side == "tuned" else ""}
+                    | measure
+                    | ratios[side]
+                    | {
+                        "gpu": torch.cuda.get_device_name(),
+                        "gpu_label": args.gpu,
+                        "calls_per_graph": CALLS_PER_GRAPH,
+                    }
+                )
+                figures = "".join(
+                    f" {m} {measure[m + '_us']:6.2f} ({ratios[side][m + '_x_tuned']:.3f})" for m in MEASURES
+                )
+                print(
+                    f"{shape.key:32} {name} {side:36}{figures}"
+                    f" p80 {measure['held_p80_us']:6.2f} slow {measure['held_slow_share']:.2f}"
+                    f" enqueue {measure['held_enqueue_us']:5.1f}"
+                    f" gpu {measure['held_gpu_us_per_call']:5.1f} us/call",
+                    flush=True,
+                )
+            pd.DataFrame(rows).to_parquet(args.out / "graph.parquet", index=False)
+            del graphs
+            torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""scripts/probe_graph.py: its arithmetic and its import without a GPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from probe_graph import (  # noqa: E402
+    held_measures,
+    median_round,
+    merged,
+    per_call_us,
+    relative,
+    slow_share,
+    small_shapes,
+)
+
+from tuner.timing_stats import Windows  # noqa: E402
+
+
+def test_a_call_costs_what_it_adds_to_the_graph_over_the_flushes_alone() -> None:
+    # 40 x (flush + call) took 2.0 ms against 1.8 ms for 40 flushes: 5 us a call
+    assert per_call_us(2.0, 1.8, 40) == pytest.approx(5.0)
+    assert per_call_us(0.2, 0.0, 40) == pytest.approx(5.0)
+
+
+def test_slow_share_counts_windows_past_the_factor_of_the_median() -> None:
+    windows = [6.0] * 7 + [17.0, 24.0, 6.1]
+    assert slow_share(windows) == pytest.approx(0.2)
+    assert slow_share([6.0] * 10) == 0.0
+
+
+def test_one_odd_round_does_not_move_the_median_round() -> None:
+    assert median_round([[6.0, 6.1, 6.0], [15.0, 16.0, 15.5], [6.2, 6.0, 6.1]]) == pytest.approx(6.1)
+
+
+def test_ratios_are_to_the_tuned_side_in_every_measure() -> None:
+    measures = {
+        "tuned": {"graph_cold_us": 4.0, "graph_warm_us": 2.0, "held_us": 6.0, "held_long_us": 6.0},
+        "peer": {"graph_cold_us": 5.0, "graph_warm_us": 1.0, "held_us": 6.6, "held_long_us": 5.4},
+    }
+    ratios = relative(measures)
+    assert set(ratios["tuned"].values()) == {1.0}
+    assert ratios["peer"] == pytest.approx(
+        {"graph_cold_x_tuned": 1.25, "graph_warm_x_tuned": 0.5, "held_x_tuned": 1.1, "held_long_x_tuned": 0.9}
+    )
+
+
+def test_rounds_merge_into_one_set_of_windows_and_one_held_measure() -> None:
+    runs = [
+        Windows(np.array([0.006, 0.006, 0.017]), enqueue_us=150.0, gpu_us=200.0),
+        Windows(np.array([0.006, 0.0061]), enqueue_us=250.0, gpu_us=210.0),
+    ]
+    one = merged(runs)
+    assert list(one.ms) == [0.006, 0.006, 0.017, 0.006, 0.0061]
+    assert (one.enqueue_us, one.gpu_us) == (200.0, 205.0) and one.cpu_ahead
+    figures = held_measures("held", one)
+    assert figures["held_us"] == pytest.approx(6.0)
+    assert figures["held_slow_share"] == pytest.approx(0.2)
+    assert (figures["held_enqueue_us"], figures["held_gpu_us_per_call"]) == (200.0, 205.0)
+    assert not Windows(np.array([0.006]), enqueue_us=250.0, gpu_us=210.0).cpu_ahead
+
+
+def test_the_default_shapes_are_the_benchmarks_under_40_mb() -> None:
+    keys = {s.key for s in small_shapes()}
+    assert keys == {
+        "B=1,T=1024,NH=32,NH_KV=8,HD=128",
+        "B=1,T=512,NH=32,NH_KV=8,HD=64",
+        "B=1,T=512,NH=8,NH_KV=4,HD=256",
+        "B=1,T=2048,NH=14,NH_KV=2,HD=64",
+        "B=8,T=512,NH=14,NH_KV=2,HD=64",
+    }
+
+
+def test_the_script_explains_itself_without_a_gpu() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "probe_graph.py"), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "CUDA graph" in result.stdout
