@@ -9,17 +9,22 @@ For each shape and dtype, every side validated first against a float64 reference
 - `triton:autotune`: the autotuned Triton kernel of tuner/gpu/triton_peer.py;
 - `copy`: `torch.Tensor.copy_` of half the bytes the kernel moves; `empty`: an empty Triton kernel.
 
-Three measures per side:
+The measures per side:
 
 - `graph_cold`: a graph of N x (L2 flush, call) less a graph of N flushes, per call: the time
-  the call adds to a stream that starts it from a cold L2, launch gaps included, no CPU;
-- `graph_warm`: a graph of N calls, per call: dout still in L2 from the call before, as it is
-  after the attention kernel that wrote it when the shape fits in L2;
+  the call adds to a stream that starts it from a cold L2, launch gaps included, no CPU (and
+  the write-back of its output that the next flush forces);
+- `graph_warm`: a graph of N calls, per call: dout and dinp still in L2 from the call before;
+- `graph_fed`: a graph of N x (a kernel writing all of dout, call) less a graph of N such
+  writes, per call: dout in L2 as the attention kernel before it in a training step leaves it,
+  when the shape fits in L2;
 - `held`: the peers benchmark's event window (flush, 150 us hold, events around one call),
   every window kept: its median and p80, the share of windows over 1.25x the median, the CPU's
   time to enqueue one call with its flush and events, and the GPU's time per call;
 - `held_long`: the same with a longer hold (--long-hold-us, 1000 us), so that the CPU is far
   ahead of the GPU whatever a call costs it to issue.
+
+`--graphs-only` skips the held measures.
 
     python scripts/probe_graph.py --out DIR [--shape B=1,T=512,NH=32,NH_KV=8,HD=64 ...] [--dtype bf16]
 
@@ -50,7 +55,8 @@ SMALL_MB = 40  # the peers benchmark's groups under this size in bf16 are the de
 CALLS_PER_GRAPH = 40
 REPLAYS = 7  # per round; a graph measure is the median replay of its median round
 ROUNDS = 3  # of every graph, and of every side's held windows
-MEASURES = ("graph_cold", "graph_warm", "held", "held_long")
+GRAPH_MEASURES = ("graph_cold", "graph_warm", "graph_fed")
+MEASURES = (*GRAPH_MEASURES, "held", "held_long")
 SLOW = 1.25  # a held window over this multiple of its side's median counts as slow
 COMPILE_MODES = {"default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
@@ -87,9 +93,13 @@ def median_round(rounds: list[list[float]]) -> float:
 
 
 def relative(measures: dict[str, dict[str, float]], base: str = "tuned") -> dict[str, dict[str, float]]:
-    """Each side's measures (MEASURES) as multiples of `base`'s."""
+    """Each side's measures (those of MEASURES it has) as multiples of `base`'s."""
     return {
-        side: {f"{m}_x_{base}": measure[f"{m}_us"] / measures[base][f"{m}_us"] for m in MEASURES}
+        side: {
+            f"{m}_x_{base}": measure[f"{m}_us"] / measures[base][f"{m}_us"]
+            for m in MEASURES
+            if f"{m}_us" in measure
+        }
         for side, measure in measures.items()
     }
 
@@ -122,6 +132,7 @@ def main() -> int:
     parser.add_argument("--gpu", default="h200")
     parser.add_argument("--reps", type=int, default=100, help="held windows per side")
     parser.add_argument("--long-hold-us", type=float, default=1000.0, help="the held_long measure's hold")
+    parser.add_argument("--graphs-only", action="store_true", help="the graph measures alone")
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -159,6 +170,36 @@ def main() -> int:
     def graph_flush() -> None:  # reads twice L2's bytes, as L2Flusher does, inside a graph
         torch.amax(flush_buffer, dim=0, out=flush_sink)
 
+    def graph_of(calls: list[Callable[[], Any]]) -> torch.cuda.CUDAGraph:
+        """CALLS_PER_GRAPH x the calls, in order, captured in one graph."""
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(CALLS_PER_GRAPH):
+                for call in calls:
+                    call()
+        return graph
+
+    def replay_rounds(graphs: dict[Any, torch.cuda.CUDAGraph]) -> dict[Any, float]:
+        """Each graph's replay time in ms: REPLAYS replays a round, ROUNDS rounds in a rotated
+        order, its median round's median."""
+        timer = torch.cuda.Stream()
+        keys = list(graphs)
+        times: dict[Any, list[list[float]]] = {key: [] for key in keys}
+        for r in range(ROUNDS):
+            for key in keys[r % len(keys) :] + keys[: r % len(keys)]:
+                round_ = []
+                for _ in range(REPLAYS):
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    with torch.cuda.stream(timer):
+                        start.record()
+                        graphs[key].replay()
+                        end.record()
+                    end.synchronize()
+                    round_.append(start.elapsed_time(end))
+                times[key].append(round_)
+        return {key: median_round(rounds) for key, rounds in times.items()}
+
     sink = torch.empty(1, device="cuda")
     shapes = [Shape.parse(text) for text in args.shape] if args.shape else small_shapes()
     rows: list[dict[str, Any]] = []
@@ -191,48 +232,30 @@ def main() -> int:
             sides["empty"] = lambda: empty_triton_kernel[(1,)](sink)
             torch.cuda.synchronize()
 
-            graphs: dict[str, dict[str, torch.cuda.CUDAGraph]] = {"cold": {}, "warm": {}}
-            for side, call in {"flush": graph_flush, **sides}.items():
-                for kind in ("cold", "warm"):
-                    if side == "flush" and kind == "warm":
-                        continue
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph):
-                        for _ in range(CALLS_PER_GRAPH):
-                            if kind == "cold" and side != "flush":
-                                graph_flush()
-                            call()
-                    graphs[kind][side] = graph
-            timer = torch.cuda.Stream()
-            replays: dict[tuple[str, str], list[list[float]]] = {}
-            for r in range(ROUNDS):
-                order = [(k, s) for k in graphs for s in graphs[k]]
-                order = order[r % len(order) :] + order[: r % len(order)]
-                for kind, side in order:
-                    times = []
-                    for _ in range(REPLAYS):
-                        start, end = (
-                            torch.cuda.Event(enable_timing=True),
-                            torch.cuda.Event(enable_timing=True),
-                        )
-                        with torch.cuda.stream(timer):
-                            start.record()
-                            graphs[kind][side].replay()
-                            end.record()
-                        end.synchronize()
-                        times.append(start.elapsed_time(end))
-                    replays.setdefault((kind, side), []).append(times)
-            baseline = median_round(replays[("cold", "flush")])
-            measures: dict[str, dict[str, float]] = {}
-            for side in sides:
-                measures[side] = {
-                    "graph_cold_us": per_call_us(
-                        median_round(replays[("cold", side)]), baseline, CALLS_PER_GRAPH
-                    ),
-                    "graph_warm_us": per_call_us(median_round(replays[("warm", side)]), 0.0, CALLS_PER_GRAPH),
+            def feed() -> None:  # writes all of dout, as the kernel that produced it would
+                dout.fill_(0.5)  # noqa: B023
+
+            before: dict[str, Callable[[], Any] | None] = {
+                "graph_cold": graph_flush,
+                "graph_warm": None,
+                "graph_fed": feed,
+            }
+            graphs: dict[tuple[str, str], torch.cuda.CUDAGraph] = {}
+            for measure, first in before.items():
+                if first is not None:  # the baseline: what runs before each call, alone
+                    graphs[(measure, "")] = graph_of([first])
+                for side, call in sides.items():
+                    graphs[(measure, side)] = graph_of([first, call] if first else [call])
+            replays = replay_rounds(graphs)
+            measures: dict[str, dict[str, float]] = {
+                side: {
+                    f"{m}_us": per_call_us(replays[(m, side)], replays.get((m, ""), 0.0), CALLS_PER_GRAPH)
+                    for m in before
                 }
+                for side in sides
+            }
             held_windows: dict[tuple[str, str], list[Windows]] = {}
-            for r in range(ROUNDS):  # every side in each round, in a rotated order
+            for r in range(0 if args.graphs_only else ROUNDS):  # every side, in a rotated order
                 names = list(sides)[r % len(sides) :] + list(sides)[: r % len(sides)]
                 for side in names:
                     for held, flush in held_flushes.items():
@@ -259,15 +282,17 @@ def main() -> int:
                     }
                 )
                 figures = "".join(
-                    f" {m} {measure[m + '_us']:6.2f} ({ratios[side][m + '_x_tuned']:.3f})" for m in MEASURES
+                    f" {m} {measure[m + '_us']:6.2f} ({ratios[side][m + '_x_tuned']:.3f})"
+                    for m in MEASURES
+                    if m + "_us" in measure
                 )
-                print(
-                    f"{shape.key:32} {name} {side:36}{figures}"
-                    f" p80 {measure['held_p80_us']:6.2f} slow {measure['held_slow_share']:.2f}"
-                    f" enqueue {measure['held_enqueue_us']:5.1f}"
-                    f" gpu {measure['held_gpu_us_per_call']:5.1f} us/call",
-                    flush=True,
-                )
+                if "held_us" in measure:
+                    figures += (
+                        f" p80 {measure['held_p80_us']:6.2f} slow {measure['held_slow_share']:.2f}"
+                        f" enqueue {measure['held_enqueue_us']:5.1f}"
+                        f" gpu {measure['held_gpu_us_per_call']:5.1f} us/call"
+                    )
+                print(f"{shape.key:32} {name} {side:36}{figures}", flush=True)
             pd.DataFrame(rows).to_parquet(args.out / "graph.parquet", index=False)
             del graphs
             torch.cuda.empty_cache()

@@ -53,6 +53,16 @@ def test_ratios_are_to_the_tuned_side_in_every_measure() -> None:
     )
 
 
+def test_a_run_of_graphs_alone_has_ratios_for_its_graph_measures_only() -> None:
+    measures = {
+        "tuned": {"graph_cold_us": 4.0, "graph_warm_us": 2.0, "graph_fed_us": 3.0},
+        "peer": {"graph_cold_us": 4.4, "graph_warm_us": 1.5, "graph_fed_us": 2.4},
+    }
+    assert relative(measures)["peer"] == pytest.approx(
+        {"graph_cold_x_tuned": 1.1, "graph_warm_x_tuned": 0.75, "graph_fed_x_tuned": 0.8}
+    )
+
+
 def test_rounds_merge_into_one_set_of_windows_and_one_held_measure() -> None:
     runs = [
         Windows(np.array([0.006, 0.006, 0.017]), enqueue_us=150.0, gpu_us=200.0),
