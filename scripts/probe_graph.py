@@ -24,7 +24,10 @@ The measures per side:
 - `held_long`: the same with a longer hold (--long-hold-us, 1000 us), so that the CPU is far
   ahead of the GPU whatever a call costs it to issue.
 
-`--graphs-only` skips the held measures.
+`--graphs-only` skips the held measures. `--configs N` adds, as sides `store#<rank>`, the N
+fastest configurations the store holds for the group and each family's fastest there, launched
+by CuPy on PyTorch's stream over the same dout and dinp (so `graph_fed` feeds them too): which
+of them, if any, leads once dout is in L2.
 
     python scripts/probe_graph.py --out DIR [--shape B=1,T=512,NH=32,NH_KV=8,HD=64 ...] [--dtype bf16]
 
@@ -38,7 +41,7 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -49,7 +52,10 @@ sys.path.insert(0, str(ROOT))
 from results.schema import DEFAULT_HOLD_US  # noqa: E402
 from tuner.peer_bench import BENCH_SHAPES  # noqa: E402
 from tuner.timing_stats import Windows  # noqa: E402
-from variants import Shape, get_dtype  # noqa: E402
+from variants import FAMILIES, Config, InvalidConfig, Shape, get_dtype  # noqa: E402
+
+if TYPE_CHECKING:
+    from results.index import TunedGroup
 
 SMALL_MB = 40  # the peers benchmark's groups under this size in bf16 are the default set
 CALLS_PER_GRAPH = 40
@@ -74,6 +80,19 @@ except ImportError:  # the script runs on a GPU host with Triton; the tests impo
 def small_shapes() -> list[Shape]:
     """The peers benchmark's shapes under SMALL_MB in bf16, where event windows disagree."""
     return [s for s in BENCH_SHAPES if s.bytes_moved(get_dtype("bf16")) < SMALL_MB * 1e6]
+
+
+def leaders(group: TunedGroup | None, n: int) -> list[tuple[int, Config]]:
+    """The group's n fastest configurations and each family's fastest, each once, as (rank in
+    the group, config) in rank order."""
+    if group is None or n <= 0:
+        return []
+    chosen: dict[int, Config] = dict(enumerate(c.config for c in group.candidates[:n]))
+    firsts: dict[str, int] = {}
+    for rank, candidate in enumerate(group.candidates):
+        firsts.setdefault(candidate.family.name, rank)
+    chosen |= {rank: group.candidates[rank].config for rank in firsts.values()}
+    return sorted(chosen.items())
 
 
 def per_call_us(replay_ms: float, baseline_ms: float, calls: int) -> float:
@@ -133,6 +152,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=100, help="held windows per side")
     parser.add_argument("--long-hold-us", type=float, default=1000.0, help="the held_long measure's hold")
     parser.add_argument("--graphs-only", action="store_true", help="the graph measures alone")
+    parser.add_argument(
+        "--configs",
+        type=int,
+        default=0,
+        help="the store's N fastest configurations and each family's fastest",
+    )
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -140,11 +165,12 @@ def main() -> int:
     import cupy as cp
     import torch
 
-    from results.index import build_index
+    from results.index import build_index, shape_tuple
     from results.selection import select
     from results.store import bundled_results_dir, load_results
     from tuner.gpu import triton_peer
-    from tuner.gpu.peers import share_stream_with_torch
+    from tuner.gpu.kernels import CompileError, Kernels
+    from tuner.gpu.peers import as_storage, share_stream_with_torch
     from tuner.gpu.timing import L2Flusher, time_windows
     from tuner.gpu.torch_op import reference_backward, repkv_backward
     from tuner.gpu.torch_peers import (
@@ -201,6 +227,16 @@ def main() -> int:
         return {key: median_round(rounds) for key, rounds in times.items()}
 
     sink = torch.empty(1, device="cuda")
+    kernels = Kernels(FAMILIES)
+    sm_count = int(device.attributes["MultiProcessorCount"])
+
+    def on_torch_stream(run: Callable[[], None]) -> Callable[[], None]:
+        def call() -> None:  # CuPy launches on its current stream: PyTorch's, captured or not
+            with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+                run()
+
+        return call
+
     shapes = [Shape.parse(text) for text in args.shape] if args.shape else small_shapes()
     rows: list[dict[str, Any]] = []
     for shape in shapes:
@@ -217,6 +253,18 @@ def main() -> int:
                 "tuned": lambda: repkv_backward(dout, shape.NH_KV, out=dinp),  # noqa: B023
                 "triton:autotune": lambda: triton_peer.repkv_backward_triton(dout, dinp, *dims),  # noqa: B023
             }
+            configs: dict[str, str] = {"tuned": served.candidate.config.key}
+            group = index.groups.get((args.gpu, shape_tuple(shape), name))
+            for rank, config in leaders(group, args.configs):
+                try:
+                    run = kernels.launcher(
+                        shape, dtype, config, sm_count, as_storage(dinp, dtype), as_storage(dout, dtype)
+                    )
+                except (CompileError, InvalidConfig) as exc:  # a row the current code cannot build
+                    print(f"{shape.key} {name} store#{rank} left out: {exc}", flush=True)
+                    continue
+                sides[f"store#{rank}"] = on_torch_stream(run)
+                configs[f"store#{rank}"] = config.key
             for short, mode in COMPILE_MODES.items():
                 for label, formulation in (("sum_cat", sum_cat), ("repeat_kv_bwd", repeat_kv_backward)):
                     compiled = compile_formulation(formulation, mode)
@@ -272,7 +320,7 @@ def main() -> int:
                         "dtype": name,
                         "MB": shape.bytes_moved(dtype) / 1e6,
                     }
-                    | {"side": side, "config": served.candidate.config.key if side == "tuned" else ""}
+                    | {"side": side, "config": configs.get(side, "")}
                     | measure
                     | ratios[side]
                     | {

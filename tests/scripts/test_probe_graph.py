@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from probe_graph import (  # noqa: E402
     held_measures,
+    leaders,
     median_round,
     merged,
     per_call_us,
@@ -23,6 +24,7 @@ from probe_graph import (  # noqa: E402
 )
 
 from tuner.timing_stats import Windows  # noqa: E402
+from variants import Shape  # noqa: E402
 
 
 def test_a_call_costs_what_it_adds_to_the_graph_over_the_flushes_alone() -> None:
@@ -87,6 +89,25 @@ def test_the_default_shapes_are_the_benchmarks_under_40_mb() -> None:
         "B=1,T=2048,NH=14,NH_KV=2,HD=64",
         "B=8,T=512,NH=14,NH_KV=2,HD=64",
     }
+
+
+def test_the_store_leaders_are_its_fastest_then_each_familys_fastest_once() -> None:
+    from results.index import build_index, shape_tuple
+    from results.store import bundled_results_dir, load_results
+    from variants import get_dtype
+
+    index = build_index(load_results(bundled_results_dir())[0])
+    shape = Shape.parse("B=1,T=512,NH=32,NH_KV=8,HD=64")
+    group = index.groups[("h200", shape_tuple(shape), get_dtype("bf16").name)]
+    chosen = leaders(group, 3)
+    ranks = [rank for rank, _ in chosen]
+    first_of_family = {}
+    for rank, candidate in enumerate(group.candidates):
+        first_of_family.setdefault(candidate.family.name, rank)
+    assert len(first_of_family) == 7  # this group holds every family
+    assert ranks == sorted({0, 1, 2} | set(first_of_family.values()))
+    assert all(config == group.candidates[rank].config for rank, config in chosen)
+    assert leaders(group, 0) == [] and leaders(None, 5) == []
 
 
 def test_the_script_explains_itself_without_a_gpu() -> None:
