@@ -66,16 +66,6 @@ MEASURES = (*GRAPH_MEASURES, "held", "held_long")
 SLOW = 1.25  # a held window over this multiple of its side's median counts as slow
 COMPILE_MODES = {"default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 
-try:
-    import triton
-
-    @triton.jit
-    def empty_triton_kernel(x):
-        pass
-
-except ImportError:  # the script runs on a GPU host with Triton; the tests import it without
-    empty_triton_kernel = None
-
 
 def small_shapes() -> list[Shape]:
     """The peers benchmark's shapes under SMALL_MB in bf16, where event windows disagree."""
@@ -277,7 +267,7 @@ def main() -> int:
                 got = (dinp if result is None or result.data_ptr() == dinp.data_ptr() else result).double()
                 torch.testing.assert_close(got.view_as(expected), expected, rtol=tolerance, atol=tolerance)
             sides["copy"] = lambda: dst.copy_(src)  # noqa: B023
-            sides["empty"] = lambda: empty_triton_kernel[(1,)](sink)
+            sides["empty"] = lambda: triton_peer.empty_kernel[(1,)](sink)
             torch.cuda.synchronize()
 
             def feed() -> None:  # writes all of dout, as the kernel that produced it would

@@ -35,16 +35,6 @@ from variants import Shape, get_dtype  # noqa: E402
 ROUNDS = 5
 DEVICE_CALLS = 40
 
-try:
-    import triton
-
-    @triton.jit
-    def empty_triton_kernel(x):
-        pass
-
-except ImportError:  # the script runs on a GPU host with Triton; the tests import it without
-    empty_triton_kernel = None
-
 
 def rounds_of(
     sides: dict[str, Callable[[], Any]], flush: Callable[[], None], reps: int
@@ -76,6 +66,7 @@ def main() -> int:
     from results.index import build_index
     from results.selection import select
     from results.store import bundled_results_dir, load_results
+    from tuner.gpu import triton_peer
     from tuner.gpu.kernel_profile import trace_calls
     from tuner.gpu.peers import as_torch, share_stream_with_torch
     from tuner.gpu.session import DeviceSession
@@ -110,7 +101,7 @@ def main() -> int:
                 "op": lambda: repkv_backward(dout, shape.NH_KV, out=dinp),  # noqa: B023
                 "compile": lambda: compiled(dout, *shape.as_dict().values()),  # noqa: B023
                 "empty_cupy": empty_launch(),
-                "empty_triton": lambda: empty_triton_kernel[(1,)](sink),
+                "empty_triton": lambda: triton_peer.empty_kernel[(1,)](sink),
             }
             timed = rounds_of(sides, session.flush, args.reps)
             profiled = sides

@@ -153,3 +153,9 @@ def test_shape_mismatches_are_refused(tp) -> None:
         )
     with pytest.raises(ValueError, match="divisible"):
         tp.repkv_backward_triton(dout, torch.zeros(shape.dinp_numel), 1, 2, 4, 3, 16)
+
+
+def test_the_empty_kernel_launches_and_touches_nothing(tp) -> None:
+    sink = torch.full((4,), 7.0)
+    tp.empty_kernel[(1,)](sink)
+    assert torch.equal(sink, torch.full((4,), 7.0))

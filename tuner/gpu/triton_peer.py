@@ -4,7 +4,7 @@ kernel, `@triton.autotune` over its tile size and warps, keyed on the shape.
     from tuner.gpu.triton_peer import repkv_backward_triton
     repkv_backward_triton(dout, dinp, B, T, NH, NH_KV, HD)   # torch tensors, dinp written
 
-Only the peers benchmark (`scripts/bench_kernels.py`) imports this module; it needs torch and
+The peers benchmark (`scripts/bench_kernels.py`) and the probes import this module; it needs torch and
 triton, never cupy. With TRITON_INTERPRET=1 (set before the import) the kernel runs on CPU
 tensors through Triton's interpreter, which is how the tests check it without a GPU.
 
@@ -168,3 +168,9 @@ def chosen_config(kernel: Any = None) -> str:
     if config is None:
         return ""
     return f"ELEMS={config.kwargs['ELEMS']},num_warps={config.num_warps}"
+
+
+@triton.jit
+def empty_kernel(x):
+    """Does nothing: a Triton launch's fixed cost, beside CuPy's (the probes' `empty` sides)."""
+    pass
