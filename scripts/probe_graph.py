@@ -245,11 +245,10 @@ def main() -> int:
             }
             configs: dict[str, str] = {"tuned": served.candidate.config.key}
             group = index.groups.get((args.gpu, shape_tuple(shape), name))
+            storage = (as_storage(dinp, dtype), as_storage(dout, dtype))  # the same memory, for CuPy
             for rank, config in leaders(group, args.configs):
                 try:
-                    run = kernels.launcher(
-                        shape, dtype, config, sm_count, as_storage(dinp, dtype), as_storage(dout, dtype)
-                    )
+                    run = kernels.launcher(shape, dtype, config, sm_count, *storage)
                 except (CompileError, InvalidConfig) as exc:  # a row the current code cannot build
                     print(f"{shape.key} {name} store#{rank} left out: {exc}", flush=True)
                     continue

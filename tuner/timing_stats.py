@@ -34,8 +34,8 @@ class Windows:
 
     @property
     def cpu_ahead(self) -> bool:
-        """Whether the CPU enqueued faster than the GPU ran, so every call was queued in time."""
-        return self.enqueue_us < self.gpu_us
+        """Whether the CPU enqueued as fast as the GPU ran, so every call was queued in time."""
+        return self.far_enough_ahead(headroom=1.0)
 
     def far_enough_ahead(self, headroom: float = HEADROOM) -> bool:
         """Whether the CPU enqueued a call in at most 1/headroom of the GPU's time per call."""

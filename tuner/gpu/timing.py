@@ -50,16 +50,18 @@ class L2Flusher:
         l2_bytes = int(device.attributes.get("L2CacheSize", 64 * 2**20))
         self.buffer = cp.ones(2 * l2_bytes // 4, dtype=cp.float32)
         self._sink = cp.empty((), dtype=cp.float32)
+        self._device = device.id
+        self._set_hold(hold_us)
+
+    def _set_hold(self, hold_us: float) -> None:
         self.hold_us = float(hold_us)
         self._hold_ns = np.uint64(int(self.hold_us * 1000))
-        self._hold = hold_kernel(device.id) if self._hold_ns else None
+        self._hold = hold_kernel(self._device) if self._hold_ns else None
 
     def with_hold(self, hold_us: float) -> L2Flusher:
         """The same flush (the same buffer) followed by another hold."""
         held = copy.copy(self)
-        held.hold_us = float(hold_us)
-        held._hold_ns = np.uint64(int(held.hold_us * 1000))
-        held._hold = hold_kernel(cp.cuda.Device().id) if held._hold_ns else None
+        held._set_hold(hold_us)
         return held
 
     def __call__(self) -> None:
