@@ -150,10 +150,17 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
+    try:  # bad input says so before any GPU work
+        shapes = [Shape.parse(text) for text in args.shape] if args.shape else small_shapes()
+        dtypes = [get_dtype(name) for name in args.dtype.split(",")]
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        import cupy as cp
+        import torch
+    except ImportError as exc:
+        parser.error(f"needs a GPU host with CuPy, PyTorch and Triton ({exc})")
     args.out.mkdir(parents=True, exist_ok=True)
-
-    import cupy as cp
-    import torch
 
     from results.index import build_index, shape_tuple
     from results.selection import select
@@ -227,12 +234,11 @@ def main() -> int:
 
         return call
 
-    shapes = [Shape.parse(text) for text in args.shape] if args.shape else small_shapes()
     rows: list[dict[str, Any]] = []
     for shape in shapes:
         dims = (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
-        for name in args.dtype.split(","):
-            dtype = get_dtype(name)
+        for dtype in dtypes:
+            name = dtype.name
             served = select(index, args.gpu, shape, dtype)
             dout = torch.randn(shape.B, shape.T, 3, shape.NH, shape.HD, device="cuda").to(TORCH_DTYPES[name])
             dinp = torch.empty(shape.B, shape.T, shape.heads_in, shape.HD, device="cuda", dtype=dout.dtype)

@@ -118,3 +118,21 @@ def test_the_script_explains_itself_without_a_gpu() -> None:
         check=True,
     )
     assert "CUDA graph" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "argument,says",
+    [
+        (["--shape", "B=1,T=x"], "cannot read 'T=x'"),
+        (["--dtype", "fp8"], "unknown dtype 'fp8'"),
+    ],
+)
+def test_bad_input_is_one_line_before_any_gpu_work(tmp_path: Path, argument: list[str], says: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "probe_graph.py"), *argument, "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert says in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
