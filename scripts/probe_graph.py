@@ -27,7 +27,8 @@ The measures per side:
 `--graphs-only` skips the held measures. `--configs N` adds, as sides `store#<rank>`, the N
 fastest configurations the store holds for the group and each family's fastest there, launched
 by CuPy on PyTorch's stream over the same dout and dinp (so `graph_fed` feeds them too): which
-of them, if any, leads once dout is in L2.
+of them, if any, leads once dout is in L2; each with a cache hint also as `store#<rank>:plain`,
+the same configuration with plain loads and stores.
 
     python scripts/probe_graph.py --out DIR [--shape B=1,T=512,NH=32,NH_KV=8,HD=64 ...] [--dtype bf16]
 
@@ -83,6 +84,15 @@ def leaders(group: TunedGroup | None, n: int) -> list[tuple[int, Config]]:
         firsts.setdefault(candidate.family.name, rank)
     chosen |= {rank: group.candidates[rank].config for rank in firsts.values()}
     return sorted(chosen.items())
+
+
+def plain_twin(config: Config) -> Config | None:
+    """The config with plain global loads and stores, where it has a cache hint (`ldg`, `ldcs`,
+    `stcs`) to drop: whether a hint chosen for a cold L2 costs once dout is in it."""
+    values = config.values
+    if {"load", "store"} - values.keys() or (values["load"], values["store"]) == ("plain", "plain"):
+        return None
+    return Config.of(config.family, **(values | {"load": "plain", "store": "plain"}))
 
 
 def per_call_us(replay_ms: float, baseline_ms: float, calls: int) -> float:
@@ -252,14 +262,18 @@ def main() -> int:
             configs: dict[str, str] = {"tuned": served.candidate.config.key}
             group = index.groups.get((args.gpu, shape_tuple(shape), name))
             storage = (as_storage(dinp, dtype), as_storage(dout, dtype))  # the same memory, for CuPy
-            for rank, config in leaders(group, args.configs):
-                try:
-                    run = kernels.launcher(shape, dtype, config, sm_count, *storage)
-                except (CompileError, InvalidConfig) as exc:  # a row the current code cannot build
-                    print(f"{shape.key} {name} store#{rank} left out: {exc}", flush=True)
-                    continue
-                sides[f"store#{rank}"] = on_torch_stream(run)
-                configs[f"store#{rank}"] = config.key
+            for rank, leader in leaders(group, args.configs):
+                twin = plain_twin(leader)
+                for side, config in ((f"store#{rank}", leader), (f"store#{rank}:plain", twin)):
+                    if config is None:
+                        continue
+                    try:
+                        run = kernels.launcher(shape, dtype, config, sm_count, *storage)
+                    except (CompileError, InvalidConfig) as exc:  # a row the current code cannot build
+                        print(f"{shape.key} {name} {side} left out: {exc}", flush=True)
+                        continue
+                    sides[side] = on_torch_stream(run)
+                    configs[side] = config.key
             for short, mode in COMPILE_MODES.items():
                 for label, formulation in (("sum_cat", sum_cat), ("repeat_kv_bwd", repeat_kv_backward)):
                     compiled = compile_formulation(formulation, mode)

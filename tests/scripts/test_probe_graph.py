@@ -18,6 +18,7 @@ from probe_graph import (  # noqa: E402
     median_round,
     merged,
     per_call_us,
+    plain_twin,
     relative,
     slow_share,
     small_shapes,
@@ -108,6 +109,16 @@ def test_the_store_leaders_are_its_fastest_then_each_familys_fastest_once() -> N
     assert ranks == sorted({0, 1, 2} | set(first_of_family.values()))
     assert all(config == group.candidates[rank].config for rank, config in chosen)
     assert leaders(group, 0) == [] and leaders(None, 5) == []
+
+
+def test_a_plain_twin_drops_the_cache_hints_and_nothing_else() -> None:
+    from variants import Config
+
+    hinted = Config.of("tile", block=128, vec_bytes=16, tokens=4, load="ldcs", store="stcs")
+    plain = Config.of("tile", block=128, vec_bytes=16, tokens=4, load="plain", store="plain")
+    assert plain_twin(hinted) == plain
+    assert plain_twin(Config.of("tile", block=128, load="plain", store="plain")) is None
+    assert plain_twin(Config.of("bulk", block=128, l2="evict_first")) is None  # no load or store hint
 
 
 def test_the_script_explains_itself_without_a_gpu() -> None:
