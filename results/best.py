@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from results.schema import DEFAULT_HOLD_US, GROUP_COLUMNS, Status, holds
+from results.schema import DEFAULT_HOLD_US, GROUP_COLUMNS, L2_COLD, Status, holds, l2_states
 from variants import BASELINE
 
 # llm.c's configuration (naive, block 128) as it appears in a trial row
@@ -16,13 +16,21 @@ BASELINE_FAMILY = BASELINE.family
 BASELINE_PARAMS = json.dumps(BASELINE.values, sort_keys=True)
 
 
-def ok_rows(frame: pd.DataFrame) -> pd.DataFrame:
+def in_l2_state(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
+    """The rows timed with L2 in state `l2` (results.schema.L2_STATES): each state is ranked,
+    served and compared among its own rows alone."""
+    return frame[l2_states(frame) == l2]
+
+
+def ok_rows(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
+    """The correct trials of one L2 state."""
+    frame = in_l2_state(frame, l2)
     return frame[(frame["status"] == Status.OK) & frame["time_ms"].notna()]
 
 
-def baseline_rows(frame: pd.DataFrame) -> pd.DataFrame:
+def baseline_rows(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     """The correct trials of llm.c's configuration."""
-    ok = ok_rows(frame)
+    ok = ok_rows(frame, l2)
     return ok[(ok["family"] == BASELINE_FAMILY) & (ok["params"] == BASELINE_PARAMS)]
 
 
@@ -31,11 +39,13 @@ def other_timing(rows: pd.DataFrame) -> pd.Series:
     return holds(rows) != DEFAULT_HOLD_US
 
 
-def timed_as_served(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (gpu, shape, dtype), the rows of the timing its served ranking leads with: those
-    timed as the tuner times (`DEFAULT_HOLD_US`) where the group has any, else all of its
-    rows. What compares times within a group (a heat map, a family's best, the baseline)
-    reads these, so that no time taken one way is set against one taken the other."""
+def timed_as_served(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
+    """Per (gpu, shape, dtype), the rows of the timing its served ranking leads with: those of
+    L2 state `l2` timed as the tuner times (`DEFAULT_HOLD_US`) where the group has any, else
+    all of its rows of that state. What compares times within a group (a heat map, a family's
+    best, the baseline) reads these, so that no time taken one way is set against one taken
+    the other."""
+    frame = in_l2_state(frame, l2)
     if frame.empty:
         return frame
     other = other_timing(frame)
@@ -43,10 +53,10 @@ def timed_as_served(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[other <= first]
 
 
-def baseline_times(frame: pd.DataFrame) -> pd.DataFrame:
+def baseline_times(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     """Median of llm.c's configuration (naive, block 128) per group, as `baseline_ms`: of its
     rows timed as the tuner times where a group has any (as `ranked` prefers them)."""
-    base = timed_as_served(baseline_rows(frame))
+    base = timed_as_served(baseline_rows(frame, l2), l2)
     return (
         base.groupby(list(GROUP_COLUMNS), as_index=False)["time_ms"]
         .median()
@@ -54,14 +64,14 @@ def baseline_times(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def ranked(frame: pd.DataFrame) -> pd.DataFrame:
-    """The ok rows with a finite positive time, one per (gpu, shape, dtype, configuration),
-    in the order they are served: per group, the configurations timed as the tuner times
+def ranked(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
+    """The ok rows of L2 state `l2` with a finite positive time, one per (gpu, shape, dtype,
+    configuration), in the order they are served: per group, the configurations timed as the tuner times
     (`DEFAULT_HOLD_US`) fastest first, then those timed otherwise (rows written before the
     hold, races), fastest first. A configuration timed both ways stands by its row timed so.
     Times taken with and without the hold differ by a few percent at the smallest shapes, so
     the two are never ranked against each other."""
-    ok = ok_rows(frame)
+    ok = ok_rows(frame, l2)
     times = ok["time_ms"].to_numpy(dtype=float)
     with np.errstate(invalid="ignore"):
         ok = ok[np.isfinite(times) & (times > 0)]
@@ -71,13 +81,13 @@ def ranked(frame: pd.DataFrame) -> pd.DataFrame:
     return ok.drop(columns="_other_timing")
 
 
-def winners(frame: pd.DataFrame) -> pd.DataFrame:
+def winners(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     """One row per (gpu, shape, dtype): the first configuration `ranked` serves, with
     `baseline_ms` and `speedup_vs_baseline` (NaN where the baseline was not measured)."""
-    ok = ranked(frame)
+    ok = ranked(frame, l2)
     if ok.empty:
         return ok.assign(baseline_ms=pd.Series(dtype=float), speedup_vs_baseline=pd.Series(dtype=float))
     best = ok.drop_duplicates(list(GROUP_COLUMNS), keep="first")
-    best = best.merge(baseline_times(frame), on=list(GROUP_COLUMNS), how="left")
+    best = best.merge(baseline_times(frame, l2), on=list(GROUP_COLUMNS), how="left")
     best["speedup_vs_baseline"] = best["baseline_ms"] / best["time_ms"]
     return best.sort_values(list(GROUP_COLUMNS)).reset_index(drop=True)

@@ -21,8 +21,8 @@ import pandas as pd
 import pyarrow as pa
 
 import variants
-from results.best import baseline_times, ranked
-from results.schema import GROUP_COLUMNS, Status, hold_or_zero
+from results.best import baseline_times, in_l2_state, ranked
+from results.schema import GROUP_COLUMNS, L2_COLD, Status, check_l2, hold_or_zero
 from results.store import LoadReport
 from variants import Config, DType, Family, Shape
 
@@ -140,12 +140,32 @@ class StoreIndex:
     choices: BoundedCache = field(default_factory=lambda: BoundedCache(CHOICE_CACHE_SIZE), repr=False)
     # per GPU with results, the leave-one-out figures per tier (owned by results.leave_one_out)
     rule_quality: dict[str, RuleQuality] = field(default_factory=dict, repr=False)
+    # the L2 state whose rows the groups rank (results.schema.L2_STATES); `frame` holds all
+    l2: str = L2_COLD
+    # the same rows indexed in the other L2 states, built on first use (see `in_state`)
+    _states: dict[str, StoreIndex] = field(default_factory=dict, repr=False)
+
+    def in_state(self, l2: str) -> StoreIndex:
+        """The index of the same rows in L2 state `l2` (ValueError for an unknown one): its
+        groups rank only the rows timed in that state."""
+        if check_l2(l2) == self.l2:
+            return self
+        if l2 not in self._states:
+            self._states[l2] = build_index(self.frame, self.report, self.table, l2=l2)
+        return self._states[l2]
 
     def groups_of(self, gpu: str) -> tuple[TunedGroup, ...]:
         return self.by_gpu.get(gpu, ())
 
     def available_gpus(self) -> list[str]:
         return sorted(self.by_gpu)
+
+
+def serving_index(index: StoreIndex, gpu: str, l2: str) -> StoreIndex:
+    """The index that serves `gpu` in L2 state `l2`: that state's, where the GPU has results in
+    it, else `index` itself (what a GPU tuned only cold is served in any state)."""
+    state = index.in_state(l2)
+    return state if state.groups_of(gpu) else index
 
 
 def shape_tuple(shape: Shape) -> tuple[int, int, int, int, int]:
@@ -200,20 +220,30 @@ def parse_config(family_name: str, params_json: str) -> tuple[Family, Config, di
 
 
 def build_index(
-    frame: pd.DataFrame, report: LoadReport | None = None, table: pa.Table | None = None
+    frame: pd.DataFrame,
+    report: LoadReport | None = None,
+    table: pa.Table | None = None,
+    l2: str = L2_COLD,
 ) -> StoreIndex:
-    """Index trial rows. Only status ok rows with a finite positive time become candidates
-    (the store's loader drops the others; rows built in memory are held to it here too).
-    `table`, when given, is the same rows as arrow (the exports stream from it)."""
+    """Index trial rows. Only status ok rows with a finite positive time, timed in L2 state
+    `l2`, become candidates (the store's loader drops the others; rows built in memory are
+    held to it here too). `table`, when given, is the same rows as arrow (the exports stream
+    from it)."""
     report = report or LoadReport()
     group_cols = list(GROUP_COLUMNS)
-    fastest = ranked(frame)
+    check_l2(l2)
+    fastest = ranked(frame, l2)
 
     baselines = {
         tuple(row[:-1]): float(row[-1])
-        for row in baseline_times(frame)[[*group_cols, "baseline_ms"]].itertuples(index=False, name=None)
+        for row in baseline_times(frame, l2)[[*group_cols, "baseline_ms"]].itertuples(index=False, name=None)
     }
-    trials = {tuple(k): int(n) for k, n in frame.groupby(group_cols).size().items()} if len(frame) else {}
+    state_rows = in_l2_state(frame, l2)
+    trials = (
+        {tuple(k): int(n) for k, n in state_rows.groupby(group_cols).size().items()}
+        if len(state_rows)
+        else {}
+    )
 
     per_group: dict[tuple, list[Candidate]] = defaultdict(list)
     unusable = 0
@@ -322,6 +352,7 @@ def build_index(
         gpus=summarize_gpus(frame, groups),
         unusable_rows=unusable,
         table=table,
+        l2=l2,
     )
 
 

@@ -91,6 +91,10 @@ TRIAL_SCHEMA = pa.schema(
         # the GPU-side wait after each L2 flush, before the timed call (µs; 0: none, the
         # tuner's default; null: written before it was recorded)
         pa.field("hold_us", pa.float64()),
+        # what L2 held when the timed call started: "cold" (flushed: the tuner's default), or
+        # "fed" (flushed, then dout written, as the kernel before this one in a training step
+        # leaves it); null: written before it was recorded, cold
+        pa.field("l2", pa.string()),
         # the search that asked for it
         pa.field("study", pa.string()),
         pa.field("sampler", pa.string()),
@@ -115,6 +119,29 @@ DEFAULT_HOLD_US = 150.0
 # copy_method of rows whose copy_ms is the faster of cudaMemcpyAsync and a 16-byte copy kernel
 # (`tuner.gpu.timing.time_device_copy`); null in rows written before, which timed the first alone.
 COPY_FASTEST = "fastest"
+
+
+# The L2 states a trial can be timed in (the `l2` column). Rows of one state are ranked, served
+# and compared among themselves alone (`results.best.ok_rows`): which configuration wins
+# differs between them (up to 20% at 9-75 MB on the H200).
+L2_COLD = "cold"
+L2_FED = "fed"
+L2_STATES = (L2_COLD, L2_FED)
+
+
+def l2_states(rows: pd.DataFrame) -> pd.Series:
+    """Each row's L2 state; rows written before the column existed (null, or no column at all)
+    read as cold: they were timed after a flush."""
+    if "l2" not in rows:
+        return pd.Series(L2_COLD, index=rows.index)
+    return rows["l2"].where(rows["l2"].notna(), L2_COLD).astype(str)
+
+
+def check_l2(value: str) -> str:
+    """`value` if it names an L2 state; ValueError saying which do otherwise."""
+    if value not in L2_STATES:
+        raise ValueError(f"unknown L2 state {value!r}: one of {', '.join(L2_STATES)}")
+    return value
 
 
 def holds(rows: pd.DataFrame) -> pd.Series:

@@ -26,7 +26,7 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from results.schema import Status, hold_or_zero, holds
+from results.schema import Status, hold_or_zero, holds, l2_states
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import Measurement
 from variants import FAMILIES, DType, Family, Shape
@@ -46,14 +46,15 @@ def stored_answers(
     dtype: DType,
     families: Mapping[str, Family] | None = None,
     hold_us: float | None = None,
+    l2: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """config key -> the stored row that answers it: same GPU, shape, dtype and kernel
-    source, timed alike (`hold_us`; None: however it was timed). A configuration measured
+    source, timed alike (`hold_us`, `l2`; None: however it was timed). A configuration measured
     more than once answers with its median ok row, or its latest failure when it never ran
     correctly."""
     if frame.empty:
         return {}
-    rows = answering_rows(frame, gpu, shape, dtype, families, hold_us)
+    rows = answering_rows(frame, gpu, shape, dtype, families, hold_us, l2)
     answers: dict[str, dict[str, Any]] = {}
     for key, group in rows.groupby("config_key", sort=False):
         ok = group[group["status"] == Status.OK].sort_values("time_ms")
@@ -69,11 +70,12 @@ def answering_rows(
     dtype: DType,
     families: Mapping[str, Family] | None = None,
     hold_us: float | None = None,
+    l2: str | None = None,
 ) -> pd.DataFrame:
-    """The rows that may answer a study of (gpu, shape, dtype) timed with `hold_us`: its
-    own, of the current kernel sources, timed alike (rows of another hold rank apart and
-    are measured again; None: any hold). The store and other workers' files are read through
-    this one filter."""
+    """The rows that may answer a study of (gpu, shape, dtype) timed with `hold_us` in L2
+    state `l2`: its own, of the current kernel sources, timed alike (rows of another hold or
+    state rank apart and are measured again; None: any). The store and other workers' files
+    are read through this one filter."""
     registry = FAMILIES if families is None else families
     mask = (frame["gpu"] == gpu) & (frame["dtype"] == dtype.name)
     for name, value in shape.as_dict().items():
@@ -83,6 +85,8 @@ def answering_rows(
     rows = rows[rows["family"].map(hashes) == rows["source_hash"]]
     if hold_us is not None:
         rows = rows[holds(rows) == hold_or_zero(hold_us)]
+    if l2 is not None:
+        rows = rows[l2_states(rows) == l2]
     return rows
 
 

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from results.schema import DEFAULT_HOLD_US
+from results.schema import DEFAULT_HOLD_US, L2_COLD, L2_STATES
 from results.store import user_results_dir
 from tuner.arguments import (
     UsageError,
@@ -76,6 +76,14 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
         help="GPU-side wait after each L2 flush, so the timed call is queued before the GPU "
         "reaches it, as scripts/bench_kernels.py does (default %(default)g; 0: none); every row "
         "records it, and rows timed with another hold are measured again, not reused",
+    )
+    g.add_argument(
+        "--l2",
+        choices=L2_STATES,
+        default=L2_COLD,
+        help="what L2 holds when each timed call starts: cold (flushed, the default), or fed (flushed, "
+        "then dout written, as attention's backward leaves it in a training step); rows record it, "
+        "and each state is ranked and served apart (GET /best?l2=fed)",
     )
     g.add_argument(
         "--replay", type=directory, metavar="DIR", help="answer trials from recorded parquet (no GPU)"
@@ -297,6 +305,7 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         device=args.device,
         trial_timeout_s=args.trial_timeout,
         hold_us=args.hold_us,
+        l2=args.l2,
         progress=show_progress(args),
         replay_delay_s=args.replay_delay,
         heartbeat_s=args.heartbeat,

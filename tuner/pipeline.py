@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 from optuna.storages import BaseStorage
 
-from results.schema import DEFAULT_HOLD_US, SHAPE_COLUMNS
+from results.schema import DEFAULT_HOLD_US, L2_COLD, L2_STATES, SHAPE_COLUMNS
 from results.store import clean_stale_temporaries, load_results, read_dirs, user_results_dir
 from tuner.arguments import SEED_MAX
 from tuner.ask_ahead import AHEAD
@@ -73,6 +73,7 @@ class TuneRequest:
     device: int = 0  # CUDA device index
     trial_timeout_s: float = 10.0  # seconds before a hung kernel's worker is killed
     hold_us: float = DEFAULT_HOLD_US  # GPU-side wait after each L2 flush before a timed call (rows record it)
+    l2: str = L2_COLD  # L2 before each timed call: flushed, or flushed and dout written (rows record it)
     progress: bool = True  # a progress bar per study on stderr
     replay_delay_s: float = 0.0  # a replay answers each trial after this long (as a GPU takes)
     heartbeat_s: float = HEARTBEAT_S  # a running trial's sign of life; dead after 4 of them
@@ -98,9 +99,11 @@ class TuneResult:
         return outcome_frame(self.outcomes)
 
 
-def study_plans(request: TuneRequest, gpu: str, seed: int, hold_us: float | None = None) -> list[StudyPlan]:
-    """One plan per shape and dtype of the request, in that order; `hold_us` is how the
-    runner times (part of the default study name)."""
+def study_plans(
+    request: TuneRequest, gpu: str, seed: int, hold_us: float | None = None, l2: str | None = None
+) -> list[StudyPlan]:
+    """One plan per shape and dtype of the request, in that order; `hold_us` and `l2` are how
+    the runner times (part of the default study name)."""
     single = len(request.shapes) * len(request.dtypes) == 1
     return [
         StudyPlan(
@@ -110,7 +113,7 @@ def study_plans(request: TuneRequest, gpu: str, seed: int, hold_us: float | None
             study_name=(
                 request.study
                 if request.study and single
-                else default_study_name(gpu, shape, DTYPES[d], request.study, request.families, hold_us)
+                else default_study_name(gpu, shape, DTYPES[d], request.study, request.families, hold_us, l2)
             ),
             sampler=request.sampler,
             seed=seed,
@@ -149,12 +152,12 @@ def run_plans(
         for plan in plans:
             if stop:
                 break
-            hold = runner.identity.hold_us
+            hold, l2 = runner.identity.hold_us, runner.identity.l2
             if warm_start:
                 indexes = [stored_index, index_of(outcome_frame(outcomes))]
-                plan = with_warm_start(plan, indexes, warm_start, hold)
+                plan = with_warm_start(plan, indexes, warm_start, hold, l2)
             known = (
-                stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families, hold)
+                stored_answers(stored, plan.gpu, plan.shape, plan.dtype, families, hold, l2)
                 if stored is not None
                 else None
             )
@@ -179,6 +182,7 @@ def run_plans(
                         families,
                         own=lambda: sink.files,
                         hold_us=hold,
+                        l2=l2,
                     )
                     if sink is not None
                     else None
@@ -210,7 +214,9 @@ def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def gpu_runner(device: int = 0, timeout_s: float = 10.0, hold_us: float = DEFAULT_HOLD_US) -> Runner:
+def gpu_runner(
+    device: int = 0, timeout_s: float = 10.0, hold_us: float = DEFAULT_HOLD_US, l2: str = L2_COLD
+) -> Runner:
     """The GPU's runner (CuPy, imported only now): CuPy and the driver are probed here first,
     and a worker that dies while starting is a TuneError saying why, not a traceback."""
     try:
@@ -221,7 +227,7 @@ def gpu_runner(device: int = 0, timeout_s: float = 10.0, hold_us: float = DEFAUL
     except ImportError as exc:
         raise TuneError(f"no GPU runner here ({exc}): {CUDA_HINT}") from None
     try:
-        return GpuRunner(device=device, timeout_s=timeout_s, hold_us=hold_us)
+        return GpuRunner(device=device, timeout_s=timeout_s, hold_us=hold_us, l2=l2)
     except GpuBusy as exc:
         raise TuneError(f"GPU {device}: {exc}") from None
     except (WorkerFailed, ConnectionError, TimeoutError) as exc:
@@ -246,6 +252,8 @@ def check_numbers(request: TuneRequest) -> None:
         raise TuneError(f"--trial-timeout takes seconds above 0, not {request.trial_timeout_s}")
     if not 0 <= request.hold_us < 1e6:
         raise TuneError(f"--hold-us takes microseconds from 0, not {request.hold_us}")
+    if request.l2 not in L2_STATES:
+        raise TuneError(f"--l2 takes one of {', '.join(L2_STATES)}, not {request.l2!r}")
 
 
 def preflight(request: TuneRequest, replaying: bool) -> None:
@@ -309,14 +317,14 @@ def tune(
     if runner is None and request.replay_dir is not None:
         try:
             runner = ReplayRunner.from_directory(
-                request.replay_dir, request.gpu, delay_s=request.replay_delay_s
+                request.replay_dir, request.gpu, delay_s=request.replay_delay_s, l2=request.l2
             )
         except NoRecording as exc:
             raise TuneError(f"{exc} (in {request.replay_dir})") from None
         gpu = runner.gpu
         results_dir = request.results_dir  # replays write only where asked to
     else:
-        runner = runner or gpu_runner(request.device, request.trial_timeout_s, request.hold_us)
+        runner = runner or gpu_runner(request.device, request.trial_timeout_s, request.hold_us, request.l2)
         try:
             gpu = resolve_label(request.gpu, runner.identity.name, force=request.force_gpu_label)
         except (GpuLabelMismatch, InvalidGpuLabel) as exc:
@@ -342,7 +350,7 @@ def tune(
     # what is already measured: the results directory, and the bundled results unless replaying
     bundled = request.replay_dir is None and request.bundled
     stored = load_results(read_dirs(results_dir, bundled=bundled))[0] if results_dir else None
-    plans = study_plans(request, gpu, seed, runner.identity.hold_us)
+    plans = study_plans(request, gpu, seed, runner.identity.hold_us, runner.identity.l2)
     if echo is not None:
         echo(
             f"tuning {gpu} ({result.device_name}): {len(request.shapes)} shapes x {len(request.dtypes)} "

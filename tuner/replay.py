@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from results.schema import DEFAULT_HOLD_US, SHAPE_COLUMNS, Status, holds
+from results.schema import DEFAULT_HOLD_US, L2_COLD, SHAPE_COLUMNS, Status, holds, l2_states
 from results.store import load_results
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, GroupKey, Measurement, Runner
@@ -50,13 +50,18 @@ def choose_label(frame: pd.DataFrame, gpu: str | None) -> str:
 
 
 class ReplayRunner(Runner):
-    """Answers trials from the rows of one GPU label."""
+    """Answers trials from the rows of one GPU label timed in one L2 state."""
 
-    def __init__(self, frame: pd.DataFrame, gpu: str | None = None, *, delay_s: float = 0.0) -> None:
+    def __init__(
+        self, frame: pd.DataFrame, gpu: str | None = None, *, delay_s: float = 0.0, l2: str = L2_COLD
+    ) -> None:
         super().__init__()
         self.delay_s = max(0.0, float(delay_s))
         self.gpu = choose_label(frame, gpu)
-        rows = fullest_timing(frame[frame["gpu"] == self.gpu])
+        rows = frame[(frame["gpu"] == self.gpu) & (l2_states(frame) == l2)]
+        if rows.empty:
+            raise NoRecording(f"the recording holds no rows of GPU {self.gpu!r} timed with L2 {l2}")
+        rows = fullest_timing(rows)
         first = rows.iloc[0]
         self.identity = GpuIdentity(
             name=str(first["gpu_name"] or self.gpu),
@@ -68,6 +73,7 @@ class ReplayRunner(Runner):
             host=str(first["host"] or ""),
             empty_launch_ms=_recorded_median(rows, "empty_launch_ms"),
             hold_us=_recorded_median(rows, "hold_us"),
+            l2=l2,
             copy_method=_recorded_mode(rows, "copy_method"),
         )
         self._answers: dict[tuple[str, str, str], Measurement] = {}
@@ -76,11 +82,13 @@ class ReplayRunner(Runner):
         self._index(rows)
 
     @classmethod
-    def from_directory(cls, directory: Path, gpu: str | None = None, *, delay_s: float = 0.0) -> ReplayRunner:
+    def from_directory(
+        cls, directory: Path, gpu: str | None = None, *, delay_s: float = 0.0, l2: str = L2_COLD
+    ) -> ReplayRunner:
         frame, _ = load_results(Path(directory))
         if frame.empty:
             raise NoRecording(f"no trial rows under {directory}")
-        return cls(frame, gpu, delay_s=delay_s)
+        return cls(frame, gpu, delay_s=delay_s, l2=l2)
 
     def _index(self, rows: pd.DataFrame) -> None:
         groups = rows.groupby([*SHAPE_COLUMNS, "dtype"], sort=True)

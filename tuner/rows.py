@@ -121,6 +121,7 @@ def trial_row(
         "copy_method": identity.copy_method,
         "empty_launch_ms": identity.empty_launch_ms,
         "hold_us": identity.hold_us,
+        "l2": identity.l2,
         "study": info.study,
         "sampler": info.sampler,
         "seed": info.seed,

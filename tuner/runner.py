@@ -36,6 +36,8 @@ class GpuIdentity:
     empty_launch_ms: float | None = None
     # The GPU-side wait (µs) after each L2 flush before a timed call (0: none); None where unknown.
     hold_us: float | None = None
+    # What L2 held when each timed call started (results.schema.L2_STATES); None where unknown.
+    l2: str | None = None
     # How the copy each row is held to was timed (results.schema.COPY_FASTEST); None: memcpy alone.
     copy_method: str | None = None
 

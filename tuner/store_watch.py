@@ -27,8 +27,19 @@ from results.store import TEMP_PREFIX, CorruptResults, read_file
 from tuner.claims import answering_rows, stored_answers
 from variants import DType, Family, Shape
 
-KEY_COLUMNS = ("gpu", *SHAPE_COLUMNS, "dtype", "family", "source_hash", "config_key", "study", "hold_us")
-OPTIONAL_KEY_COLUMNS = frozenset({"hold_us"})  # files written before it lack it (read as 0)
+KEY_COLUMNS = (
+    "gpu",
+    *SHAPE_COLUMNS,
+    "dtype",
+    "family",
+    "source_hash",
+    "config_key",
+    "study",
+    "hold_us",
+    "l2",
+)
+# files written before these lack them (read as 0 and cold)
+OPTIONAL_KEY_COLUMNS = frozenset({"hold_us", "l2"})
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +55,12 @@ class StoreWatch:
         *,
         own: Callable[[], list[Path]] = list,
         hold_us: float | None = None,
+        l2: str | None = None,
     ) -> None:
         self.directory = Path(directory) / gpu
         self.gpu, self.shape, self.dtype, self.families = gpu, shape, dtype, families
         self.hold_us = hold_us  # only rows timed alike answer (None: any)
+        self.l2 = l2
         self.own = own  # this process's files (never re-read)
         self._seen: dict[str, tuple[int, int]] = {}
         self._keys: dict[str, set[str]] = {}  # file -> the configurations it answers
@@ -96,7 +109,7 @@ class StoreWatch:
         present = set(parquet.schema_arrow.names)
         columns = [c for c in KEY_COLUMNS if c in present or c not in OPTIONAL_KEY_COLUMNS]
         frame = parquet.read(columns=columns).to_pandas()
-        rows = answering_rows(frame, self.gpu, self.shape, self.dtype, self.families, self.hold_us)
+        rows = answering_rows(frame, self.gpu, self.shape, self.dtype, self.families, self.hold_us, self.l2)
         studies = {str(study): set(group["config_key"]) for study, group in rows.groupby("study")}
         return set(rows["config_key"]), studies
 
@@ -121,4 +134,7 @@ class StoreWatch:
             return None
         frame = pd.concat(frames, ignore_index=True)
         frame = frame[frame["config_key"] == key]
-        return stored_answers(frame, self.gpu, self.shape, self.dtype, self.families, self.hold_us).get(key)
+        answers = stored_answers(
+            frame, self.gpu, self.shape, self.dtype, self.families, self.hold_us, self.l2
+        )
+        return answers.get(key)

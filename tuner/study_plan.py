@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from results.schema import hold_or_zero
+from results.schema import L2_COLD, hold_or_zero
 from tuner.rows import objective_value
 from variants import FAMILIES, Config, DType, Family, Shape
 
@@ -67,15 +67,19 @@ def default_study_name(
     prefix: str | None = None,
     families: Sequence[str] = (),
     hold_us: float | None = None,
+    l2: str | None = None,
 ) -> str:
     """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16/hold150us'. The kernel
     sources' hash is part of the default prefix: edited kernels start a fresh study. A search
     of some families only ('.../bf16/tile,split/hold150us') is a study of its own: its space
-    differs; so is a study timed with another hold (none: no suffix), whose values differ."""
+    differs; so is a study timed with another hold (none: no suffix) or with L2 fed
+    ('.../hold150us/fed'), whose values differ."""
     if prefix is None:
         prefix = f"repkv-{kernels_hash()}"
     name = f"{prefix}/{gpu}/{shape.key}/{dtype.name}"
     if families:
         name = f"{name}/{','.join(families)}"
     hold = hold_or_zero(hold_us)
-    return f"{name}/hold{hold:g}us" if hold else name
+    if hold:
+        name = f"{name}/hold{hold:g}us"
+    return f"{name}/{l2}" if l2 is not None and l2 != L2_COLD else name

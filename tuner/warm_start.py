@@ -19,7 +19,7 @@ import pandas as pd
 from optuna.trial import TrialState
 
 from results.index import GroupKey, StoreIndex, TunedGroup, build_index
-from results.schema import hold_or_zero
+from results.schema import L2_COLD, hold_or_zero
 from results.selection import nearest_choices
 from tuner.space import SearchSpace
 from tuner.study_plan import StudyPlan
@@ -79,12 +79,28 @@ def enqueue(study: optuna.Study, space: SearchSpace, configs: Iterable[Config]) 
 
 
 def with_warm_start(
-    plan: StudyPlan, indexes: Iterable[StoreIndex | None], size: int, hold_us: float | None = None
+    plan: StudyPlan,
+    indexes: Iterable[StoreIndex | None],
+    size: int,
+    hold_us: float | None = None,
+    l2: str | None = None,
 ) -> StudyPlan:
     """`plan` with the warm start that the tuned groups of its GPU in `indexes` give it, for a
-    run that times with `hold_us` (None: however the store did)."""
-    groups = [g for index in indexes if index is not None for g in index.groups_of(plan.gpu)]
-    configs = warm_start_configs(groups, plan.shape, plan.dtype, size, hold_us=hold_us)
+    run that times with `hold_us` in L2 state `l2` (None: however the store did). A run in
+    another state than cold measures again, in its own state, the leaders of its own shape and
+    dtype tuned cold (half of `size` first, the rest after the nearest tuned in its state)."""
+    state = l2 or L2_COLD
+    found = [index for index in indexes if index is not None]
+    again: list[Config] = []
+    if state != L2_COLD:
+        own = [
+            g for i in found for g in i.groups_of(plan.gpu) if (g.shape, g.dtype) == (plan.shape, plan.dtype)
+        ]
+        again = [c.config for g in own for c in g.candidates[:size]]
+    groups = [g for index in found for g in index.in_state(state).groups_of(plan.gpu)]
+    nearest = warm_start_configs(groups, plan.shape, plan.dtype, size, hold_us=hold_us)
+    half = max(1, size // 2)
+    configs = list(dict.fromkeys([*again[:half], *nearest, *again[half:]]))[:size]
     return dataclasses.replace(plan, warm_start=tuple(configs)) if configs else plan
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, Query, Request
 
@@ -59,6 +59,14 @@ async def requested_dtype(
 
 GpuQuery = Annotated[
     str | None, Query(min_length=1, max_length=64, description="GPU label as given to the tuner, e.g. h100")
+]
+L2Query = Annotated[
+    Literal["cold", "fed"],
+    Query(
+        description="what L2 holds when the kernel starts: cold (the tuner's default), or fed (dout "
+        "just written by the kernel before, as in a training step: tuned with `--l2 fed`); a GPU "
+        "without fed results is answered from its cold ones, and the answer's `l2` says which"
+    ),
 ]
 IndexDep = Annotated[StoreIndex, Depends(get_index)]
 ShapeDep = Annotated[Shape, Depends(requested_shape)]

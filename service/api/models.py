@@ -130,6 +130,12 @@ class BestAnswer(BaseModel):
     )
     distance: float = Field(description="0 for an exact match; see the service's README section")
     rank: int = Field(description="0 when the tuned shape's winner is served, n for its n-th runner-up")
+    l2: Literal["cold", "fed"] = Field(
+        "cold",
+        description="the L2 state the configuration was tuned in: cold (flushed before each call), or "
+        "fed (dout written just before, as in a training step); l2=fed asks for fed, answered "
+        "cold where the GPU has no fed results",
+    )
     kernel: KernelRecipe
     measured: Measurement
     rule_quality: TierQualityModel | None = Field(

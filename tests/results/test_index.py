@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-from trial_rows import GATHER, NAIVE128, S1, SPLIT16, VEC16, h100_rows, trial
+from trial_rows import GATHER, NAIVE128, S1, S2, SPLIT16, VEC16, h100_rows, trial
 
 from results.best import winners
 from results.index import build_index, parse_config
@@ -91,3 +91,65 @@ def test_a_configuration_timed_otherwise_than_the_groups_best_has_no_comparable_
     group = build_index(pd.DataFrame(rows)).groups[("h100", (8, 1024, 32, 8, 128), "bf16")]
     assert group.time_of(group.best.config_key) == 0.10
     assert group.time_of(group.candidates[1].config_key) is None  # leave-one-out cannot judge it
+
+
+def fed_and_cold_rows() -> list[dict]:
+    """S1 bf16 tuned cold (split fastest) and fed (vec fastest, split slower); S2 cold only."""
+    return [
+        trial("h100", S1, "bf16", "naive", NAIVE128, 0.70, number=0),
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.09, number=1, l2=None),  # written before: cold
+        trial("h100", S1, "bf16", "vec", VEC16, 0.10, number=2, l2="cold"),
+        trial("h100", S1, "bf16", "vec", VEC16, 0.05, number=3, l2="fed"),
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.06, number=4, l2="fed"),
+        trial("h100", S1, "bf16", "naive", NAIVE128, 0.50, number=5, l2="fed"),
+        trial("h100", S2, "bf16", "vec", VEC16, 0.03, number=6),
+    ]
+
+
+def test_each_l2_state_ranks_its_own_rows_alone() -> None:
+    from results.schema import L2_FED
+
+    index = build_index(pd.DataFrame(fed_and_cold_rows()))
+    key = ("h100", (8, 1024, 32, 8, 128), "bf16")
+    cold = index.groups[key]
+    assert index.l2 == "cold"
+    assert [(c.family.name, c.time_ms) for c in cold.candidates] == [
+        ("split", 0.09),
+        ("vec", 0.10),
+        ("naive", 0.70),
+    ]
+    assert cold.baseline_ms == 0.70 and cold.trials == 3
+    fed = index.in_state(L2_FED)
+    assert fed.l2 == "fed" and fed is index.in_state(L2_FED)  # built once
+    assert [(c.family.name, c.time_ms) for c in fed.groups[key].candidates] == [
+        ("vec", 0.05),
+        ("split", 0.06),
+        ("naive", 0.50),
+    ]
+    assert fed.groups[key].baseline_ms == 0.50 and fed.groups[key].trials == 3
+    assert list(fed.groups) == [key]  # S2 was never timed fed
+    assert len(fed.frame) == len(index.frame)  # every row stays in the frame (exports, trials)
+    assert index.in_state("cold") is index
+
+
+def test_winners_and_the_baseline_are_per_l2_state() -> None:
+    frame = pd.DataFrame(fed_and_cold_rows())
+    cold, fed = winners(frame), winners(frame, "fed")
+    assert list(cold["family"]) == ["vec", "split"] and len(fed) == 1  # S2, then S1
+    assert fed.iloc[0]["family"] == "vec" and fed.iloc[0]["speedup_vs_baseline"] == 10.0
+
+
+def test_a_gpu_without_fed_results_is_served_from_its_cold_ones() -> None:
+    from results.index import serving_index
+
+    index = build_index(pd.DataFrame(fed_and_cold_rows() + [trial("h200", S1, "bf16", "vec", VEC16, 0.04)]))
+    assert serving_index(index, "h100", "fed") is index.in_state("fed")
+    assert serving_index(index, "h200", "fed") is index
+    assert serving_index(index, "h100", "cold") is index
+
+
+def test_an_unknown_l2_state_is_a_clear_error() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="unknown L2 state 'warm': one of cold, fed"):
+        build_index(pd.DataFrame(fed_and_cold_rows())).in_state("warm")

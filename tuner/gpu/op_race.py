@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from results.schema import COPY_FASTEST, DEFAULT_HOLD_US
+from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_COLD, L2_FED
 from tuner.race import run_race
 
 if TYPE_CHECKING:
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("tuner.gpu.torch_op")
 
 RACE = os.environ.get("REPKV_RACE", "1") != "0"
+# The L2 state the op's configurations are chosen (and its races timed) in: REPKV_L2=fed for
+# dout just written by the kernel before, as in a training step (results.schema.L2_STATES).
+L2 = os.environ.get("REPKV_L2", L2_COLD)
 RACE_REPS = 7
 # The GPU-side wait after each flush (tuner.gpu.timing.HOLD_SOURCE): the timed launch is queued
 # before the GPU reaches it, so a race times what the tuner times and its recorded rows rank
@@ -76,6 +79,8 @@ class _RaceBench:
         for rep in range(RACE_REPS + 1):
             self.flush.fill_(rep)
             self.hold()
+            if L2 == L2_FED:  # dout written after the flush, as the kernel before leaves it
+                self.dout.fill_(1.0)
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             launch()
@@ -256,7 +261,7 @@ def _identity(device: int) -> GpuIdentity:
         from tuner.gpu.session import read_identity
 
         timed_alike = replace(
-            read_identity(cp.cuda.Device(device)), hold_us=RACE_HOLD_US, copy_method=COPY_FASTEST
+            read_identity(cp.cuda.Device(device)), hold_us=RACE_HOLD_US, l2=L2, copy_method=COPY_FASTEST
         )
         identity = _IDENTITIES.setdefault(device, timed_alike)
     return identity

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
-from results.schema import DEFAULT_HOLD_US, Status
+from results.schema import DEFAULT_HOLD_US, L2_COLD, Status
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, Measurement, Runner, Work
 from variants import Config, DType, Family, Shape
@@ -96,6 +96,7 @@ class GpuRunner(Runner):
         start_timeout_s: float = 180.0,
         reps: int = 50,
         hold_us: float = DEFAULT_HOLD_US,
+        l2: str = L2_COLD,
     ):
         super().__init__()
         self.device = device
@@ -105,6 +106,7 @@ class GpuRunner(Runner):
         self.families = dict(families) if families is not None else None
         self.reps = reps
         self.hold_us = hold_us
+        self.l2 = l2
         self.restarts = 0
         self._copy_ms: dict[tuple[Shape, str], float] = {}
         self._context = mp.get_context("spawn")
@@ -124,7 +126,9 @@ class GpuRunner(Runner):
 
         parent, child = self._context.Pipe()
         process = self._context.Process(
-            target=serve, args=(child, self.device, self.families, self.reps, self.hold_us), daemon=True
+            target=serve,
+            args=(child, self.device, self.families, self.reps, self.hold_us, self.l2),
+            daemon=True,
         )
         process.start()
         child.close()

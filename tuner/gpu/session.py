@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import cupy as cp
 
-from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, Status
+from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_COLD, Status
 from tuner.gpu.kernels import CompileError, Kernels
 from tuner.gpu.timing import L2Flusher, Timing, empty_launch, time_device_copy, time_launches
 from tuner.runner import GpuIdentity, Measurement
@@ -94,12 +94,13 @@ class DeviceSession:
         families: Mapping[str, Family] | None = None,
         reps: int = 50,
         hold_us: float = DEFAULT_HOLD_US,
+        l2: str = L2_COLD,
     ):
         self.device = cp.cuda.Device(device)
         self.device.use()
         self.families = dict(FAMILIES if families is None else families)
         self.kernels = Kernels(self.families)
-        self.flush = L2Flusher(self.device, hold_us)
+        self.flush = L2Flusher(self.device, hold_us, l2)
         self.identity = read_identity(self.device)
         self.reps = reps
         self._buffers: tuple[tuple[Shape, str], cp.ndarray, cp.ndarray] | None = None
@@ -108,6 +109,7 @@ class DeviceSession:
             self.identity,
             empty_launch_ms=self.empty_launch_ms(),
             hold_us=float(hold_us),
+            l2=l2,
             copy_method=COPY_FASTEST,
         )
 
@@ -182,7 +184,8 @@ class DeviceSession:
             validation = self.run_checked(shape, dtype, launch)
             if not validation.ok:
                 return Measurement.failed(Status.WRONG_RESULT, validation.summary())
-            timing: Timing = time_launches(launch, self.flush, reps=self.reps)
+            flush = self.flush.feeding(self.buffers(shape, dtype)[0])  # dout, where L2 is fed
+            timing: Timing = time_launches(launch, flush, reps=self.reps)
         except Exception as exc:
             if not is_cuda_error(exc):
                 raise

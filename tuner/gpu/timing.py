@@ -11,6 +11,7 @@ from collections.abc import Callable
 import cupy as cp
 import numpy as np
 
+from results.schema import L2_COLD, L2_FED, check_l2
 from tuner.timing_sources import COPY_BLOCK, COPY_KERNEL_SOURCE, HOLD_SOURCE, copy_geometry
 from tuner.timing_stats import Timing, Windows, hold_for
 
@@ -44,13 +45,19 @@ class L2Flusher:
 
     With `hold_us` > 0 the GPU then waits that long, so the timed call is already queued when
     it starts: the time is the GPU's alone. Without it, a kernel shorter than the CPU's launch
-    cost is timed from the flush's end, launch gap included (a few microseconds)."""
+    cost is timed from the flush's end, launch gap included (a few microseconds).
 
-    def __init__(self, device: cp.cuda.Device, hold_us: float = 0.0):
+    With `l2="fed"`, a flusher `feeding(dout)` then writes all of dout, as the kernel before
+    this one in a training step (attention's backward) leaves it: the timed call reads what of
+    dout L2 still holds from there, dirty, as it would in that step."""
+
+    def __init__(self, device: cp.cuda.Device, hold_us: float = 0.0, l2: str = L2_COLD):
         l2_bytes = int(device.attributes.get("L2CacheSize", 64 * 2**20))
         self.buffer = cp.ones(2 * l2_bytes // 4, dtype=cp.float32)
         self._sink = cp.empty((), dtype=cp.float32)
         self._device = device.id
+        self.l2 = check_l2(l2)
+        self._fed: cp.ndarray | None = None
         self._set_hold(hold_us)
 
     def _set_hold(self, hold_us: float) -> None:
@@ -64,10 +71,21 @@ class L2Flusher:
         held._set_hold(hold_us)
         return held
 
+    def feeding(self, target: cp.ndarray) -> L2Flusher:
+        """This flusher, writing all of `target` after its hold where its L2 state is fed (a
+        cold one is returned as it is)."""
+        if self.l2 != L2_FED:
+            return self
+        fed = copy.copy(self)
+        fed._fed = target
+        return fed
+
     def __call__(self) -> None:
         cp.max(self.buffer, out=self._sink)
         if self._hold is not None:
             self._hold((1,), (1,), (self._hold_ns,))
+        if self._fed is not None:
+            self._fed.fill(1)  # a kernel's writes, not a memset: dirty lines in L2, as a producer leaves them
 
 
 def time_windows(
@@ -139,11 +157,19 @@ def device_copy(nbytes: int, method: str = "memcpy") -> Callable[[], None]:
     return copy_launchers(nbytes)[method]
 
 
-def copy_launchers(nbytes: int) -> dict[str, Callable[[], None]]:
-    """Both copies of nbytes, over the same two new buffers (each launch keeps them alive)."""
+def copy_buffers(nbytes: int) -> tuple[cp.ndarray, cp.ndarray]:
+    """A source of nbytes (ones) and a destination as large (at least a byte each)."""
     src = cp.empty(max(nbytes, 1), dtype=cp.uint8)
     src.fill(1)
-    dst = cp.empty(max(nbytes, 1), dtype=cp.uint8)
+    return src, cp.empty(max(nbytes, 1), dtype=cp.uint8)
+
+
+def copy_launchers(
+    nbytes: int, buffers: tuple[cp.ndarray, cp.ndarray] | None = None
+) -> dict[str, Callable[[], None]]:
+    """Both copies of nbytes, over the same two buffers (new ones by default; each launch
+    keeps them alive)."""
+    src, dst = buffers if buffers is not None else copy_buffers(nbytes)
     stream = cp.cuda.get_current_stream()
     kernel = copy_kernel(dst.data.ptr, src.data.ptr, nbytes, stream)
 
@@ -159,8 +185,13 @@ def copy_launchers(nbytes: int) -> dict[str, Callable[[], None]]:
 
 
 def fastest_copy(nbytes: int, flush: Callable[[], None], reps: int = 50) -> tuple[str, Timing]:
-    """Both copies of nbytes timed alike over the same buffers: the faster's method and timing."""
-    launchers = copy_launchers(nbytes)
+    """Both copies of nbytes timed alike over the same buffers: the faster's method and timing.
+    A feeding flusher (`L2Flusher.feeding`) writes the copy's source before each call, as it
+    writes the kernel's dout."""
+    buffers = copy_buffers(nbytes)
+    launchers = copy_launchers(nbytes, buffers)
+    if isinstance(flush, L2Flusher):
+        flush = flush.feeding(buffers[0])
     timed = {method: time_launches(launch, flush, reps=reps) for method, launch in launchers.items()}
     method = min(timed, key=lambda m: timed[m].median_ms)
     return method, timed[method]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tuner.gpu.op_race import RACE, record_races
+from tuner.gpu.op_race import L2, RACE, record_races
 from tuner.gpu.op_race import race as _race
 from variants.family import ALIGNMENT
 
@@ -115,8 +115,10 @@ class _Launchers:
     def index(self):
         if self._index is None:
             from results.index import build_index
+            from results.schema import check_l2
             from results.store import load_results, read_dirs
 
+            check_l2(L2)  # REPKV_L2 names a state, or the first call says which do
             frame, report = load_results(read_dirs(self.results))
             self._index = build_index(frame, report)
         return self._index
@@ -130,6 +132,7 @@ class _Launchers:
         return launcher
 
     def _build(self, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> _Launcher:
+        from results.index import serving_index
         from results.selection import generic_config, shortlist
         from tuner.gpus import InvalidGpuLabel, default_label
         from variants import Shape, get_dtype, runs_on
@@ -140,7 +143,8 @@ class _Launchers:
             gpu = default_label(name)
         except InvalidGpuLabel:
             gpu = ""
-        listed = shortlist(self.index(), gpu, shape, dtype, other_gpus=True) if gpu else []
+        index = serving_index(self.index(), gpu, L2)  # REPKV_L2's results, where this GPU has them
+        listed = shortlist(index, gpu, shape, dtype, other_gpus=True) if gpu else []
         major, minor = torch.cuda.get_device_capability(device)
         listed = [c for c in listed if runs_on(c.candidate.config, 10 * major + minor)]  # borrowed ones
         if not listed:

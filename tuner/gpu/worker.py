@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 
-from results.schema import DEFAULT_HOLD_US
+from results.schema import DEFAULT_HOLD_US, L2_COLD
 from variants import Family
 
 
@@ -24,6 +24,7 @@ def serve(
     families: Mapping[str, Family] | None,
     reps: int,
     hold_us: float = DEFAULT_HOLD_US,
+    l2: str = L2_COLD,
 ) -> None:
     # Ctrl-C in the terminal reaches the whole process group: the parent decides (it stops
     # between trials, or kills this process on a second Ctrl-C); a trial is never cut here.
@@ -31,7 +32,7 @@ def serve(
     from tuner.gpu.session import DeviceSession, StickyCudaError
 
     try:
-        session = DeviceSession(device, families, reps=reps, hold_us=hold_us)
+        session = DeviceSession(device, families, reps=reps, hold_us=hold_us, l2=l2)
     except Exception:
         conn.send(("error", traceback.format_exc()))
         return

@@ -9,11 +9,12 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 import variants
-from results.index import CHOICE_CACHE_SIZE, BoundedCache, StoreIndex
+from results.index import CHOICE_CACHE_SIZE, BoundedCache, StoreIndex, serving_index
 from results.leave_one_out import TierQuality, rule_quality
 from results.peaks import frac_peak
+from results.schema import L2_COLD
 from results.selection import Choice, select
-from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
+from service.api.deps import DTypeDep, GpuQuery, IndexDep, L2Query, ShapeDep
 from service.api.errors import ERROR_RESPONSES, NotFound
 from service.api.models import (
     BestAnswer,
@@ -71,6 +72,7 @@ def answer(
         tier=choice.tier,
         distance=choice.distance,
         rank=choice.rank,
+        l2=index.l2,
         kernel=KernelRecipe(
             family=recipe.family,
             params=recipe.params,
@@ -136,6 +138,7 @@ async def best(
         bool,
         Query(description="answer a GPU without results from the other GPUs' measurements"),
     ] = False,
+    l2: L2Query = "cold",
 ) -> Response:
     """The fastest correct configuration for (B, T, NH, NH_KV, HD, dtype).
 
@@ -145,15 +148,17 @@ async def best(
     dtype were tuned on that GPU; otherwise "nearest" names the tuned shape the configuration
     comes from, its tier and distance, and `rule_quality` how nearest answers of that tier did
     when each tuned shape of the GPU was left out and answered from the others (see
-    `/rule-quality`). Measured figures are those of the tuned shape.
+    `/rule-quality`). Measured figures are those of the tuned shape. With `l2=fed`, the
+    configurations tuned with dout already in L2 (`python -m tuner --l2 fed`) where the GPU
+    has any; `l2` in each answer says which state it was measured in.
     """
     bodies = _BODIES.get(index)
     if bodies is None:
         bodies = _BODIES.setdefault(index, BoundedCache(CHOICE_CACHE_SIZE))
-    key = (gpu, shape, dtype.name, include_source, other_gpus)
+    key = (gpu, shape, dtype.name, include_source, other_gpus, l2)
     body = bodies.get(key)
     if body is None:
-        answer_ = best_answer(index, shape, dtype, gpu, include_source, other_gpus)
+        answer_ = best_answer(index, shape, dtype, gpu, include_source, other_gpus, l2)
         body = bodies.put(key, answer_.model_dump_json().encode())
     return Response(body, media_type="application/json")
 
@@ -165,9 +170,12 @@ def best_answer(
     gpu: str | None,
     include_source: bool,
     other_gpus: bool = False,
+    l2: str = L2_COLD,
 ) -> BestResponse:
-    """The answer of GET /best (raises NotFound); the route memoizes its JSON per index."""
+    """The answer of GET /best (raises NotFound); the route memoizes its JSON per index. Each
+    GPU is answered from its rows of L2 state `l2`, or its cold ones where it has none."""
     if gpu is not None:
+        index = serving_index(index, gpu, l2)
         if gpu not in index.by_gpu and not (other_gpus and index.by_gpu):
             raise NotFound(
                 f"no results for GPU {gpu!r} (add other_gpus=true to be answered from another GPU's)",
@@ -183,9 +191,10 @@ def best_answer(
         return BestResponse(shape=shape_model(shape), dtype=dtype.name, answers=answers)
     answers = []
     for label in index.available_gpus():
-        choice = select(index, label, shape, dtype)
+        served = serving_index(index, label, l2)
+        choice = select(served, label, shape, dtype)
         if choice is not None:
-            answers.append(answer(index, label, shape, dtype, choice, include_source))
+            answers.append(answer(served, label, shape, dtype, choice, include_source))
     if not answers:
         if not index.groups:
             raise NotFound("no results are loaded: the results directory has no correct trials yet")
