@@ -119,3 +119,35 @@ def test_the_copy_a_kernel_is_held_to_is_the_faster_of_the_two() -> None:
     assert method in COPY_METHODS
     memcpy = time_launches(copy_launchers(nbytes)["memcpy"], flush, reps=20)
     assert timing.median_ms <= memcpy.median_ms * 1.05
+
+
+def test_a_fed_flusher_writes_all_of_its_target_after_the_flush_and_a_cold_one_nothing() -> None:
+    import cupy as cp
+
+    from tuner.gpu.timing import L2Flusher
+
+    device = cp.cuda.Device()
+    cold = L2Flusher(device, hold_us=20.0)
+    target = cp.zeros(3 * 2**20 + 5, dtype=cp.uint16)  # bf16's storage, an odd size
+    assert cold.feeding(target) is cold
+    cold.feeding(target)()
+    assert not bool(target.any())
+    fed = L2Flusher(device, hold_us=20.0, l2="fed")
+    feeding = fed.feeding(target)
+    assert feeding is not fed and feeding.with_hold(40.0)._fed is target  # a retime still feeds
+    feeding()
+    cp.cuda.get_current_stream().synchronize()
+    assert bool((target == 1).all())
+
+
+def test_a_fed_session_measures_and_its_rows_say_fed() -> None:
+    from tuner.gpu.session import DeviceSession
+    from variants import DTYPES, FAMILIES, Shape
+
+    session = DeviceSession(reps=10, l2="fed")
+    shape, bf16 = Shape(1, 512, 32, 8, 64), DTYPES["bf16"]
+    config = FAMILIES["tile"].valid_configs(shape, bf16)[0]
+    measurement = session.measure(shape, bf16, config)
+    assert measurement.status == "ok" and 0.0 < measurement.time_ms < 1.0
+    assert session.identity.l2 == "fed" and 0.0 < session.copy_ms(shape, bf16) < 1.0
+    session.release()

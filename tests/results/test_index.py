@@ -142,7 +142,7 @@ def test_winners_and_the_baseline_are_per_l2_state() -> None:
 def test_a_gpu_without_fed_results_is_served_from_its_cold_ones() -> None:
     from results.index import serving_index
 
-    index = build_index(pd.DataFrame(fed_and_cold_rows() + [trial("h200", S1, "bf16", "vec", VEC16, 0.04)]))
+    index = build_index(pd.DataFrame([*fed_and_cold_rows(), trial("h200", S1, "bf16", "vec", VEC16, 0.04)]))
     assert serving_index(index, "h100", "fed") is index.in_state("fed")
     assert serving_index(index, "h200", "fed") is index
     assert serving_index(index, "h100", "cold") is index

@@ -109,3 +109,18 @@ def test_only_rows_timed_alike_answer_a_run_that_names_its_hold() -> None:
     assert set(stored_answers(frame, "h200", F.SMALL, BF16, hold_us=150.0)) == {vec.key}
     assert set(stored_answers(frame, "h200", F.SMALL, BF16)) == {BASELINE.key, vec.key}  # any hold
     assert stored_answers(frame.drop(columns="hold_us"), "h200", F.SMALL, BF16, hold_us=150.0) == {}
+
+
+def test_only_rows_of_the_runs_l2_state_answer_it() -> None:
+    """Rows written before the state was recorded (null, or no column) read as cold."""
+    vec = FAMILIES["vec"].valid_configs(F.SMALL, BF16)[0]
+    frame = pd.DataFrame(
+        [
+            {**_row(BASELINE, Measurement(Status.OK, time_ms=1.0)), "l2": None},
+            {**_row(vec, Measurement(Status.OK, time_ms=2.0)), "l2": "fed"},
+        ]
+    )
+    assert set(stored_answers(frame, "h200", F.SMALL, BF16, l2="cold")) == {BASELINE.key}
+    assert set(stored_answers(frame, "h200", F.SMALL, BF16, l2="fed")) == {vec.key}
+    assert set(stored_answers(frame, "h200", F.SMALL, BF16)) == {BASELINE.key, vec.key}  # any state
+    assert stored_answers(frame.drop(columns="l2"), "h200", F.SMALL, BF16, l2="fed") == {}

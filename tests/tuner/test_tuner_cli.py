@@ -554,3 +554,33 @@ def test_best_json_of_nothing_is_an_empty_list(tmp_path: Path, capsys) -> None:
     assert main(["best", "--results", str(tmp_path), "--format", "json"]) == 1
     captured = capsys.readouterr()
     assert json.loads(captured.out) == [] and "no trial rows" in captured.err
+
+
+def test_l2_reaches_the_request_defaults_to_cold_and_refuses_other_states(capsys) -> None:
+    from tuner.parser import build_parser, tune_request
+
+    assert tune_request(build_parser().parse_args(["tune", "--l2", "fed"])).l2 == "fed"
+    assert tune_request(build_parser().parse_args(["tune"])).l2 == "cold"
+    assert main(["tune", "--l2", "warm", "--shape", SMALL]) == 2
+    assert "--l2: invalid choice: 'warm' (choose from 'cold', 'fed')" in capsys.readouterr().err
+
+
+def test_export_l2_fed_writes_the_winners_tuned_fed(tmp_path: Path, capsys) -> None:
+    import json
+
+    from results.store import write_table
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from trial_rows import S1, SPLIT16, VEC16, trial
+
+    rows = [
+        trial("h200", S1, "bf16", "split", SPLIT16, 0.08, number=0),
+        trial("h200", S1, "bf16", "vec", VEC16, 0.05, number=1, l2="fed"),
+    ]
+    write_table(rows, tmp_path / "h200", "run")
+    families = {}
+    for state in ("cold", "fed"):
+        assert main(["export", "--format", "json", "--results", str(tmp_path), "--l2", state]) == 0
+        (row,) = json.loads(capsys.readouterr().out)["rows"]
+        families[state] = row["family"]
+    assert families == {"cold": "split", "fed": "vec"}

@@ -270,3 +270,31 @@ def test_rows_timed_with_another_hold_are_measured_again_and_rank_after(tmp_path
     (rerun,) = tune(request(results_dir=tmp_path, trials=6, warm_start=2), again).outcomes
     # timed alike, the held rows fill the same study's budget and answer: nothing measured
     assert again.calls == [] and set(rerun.rows) == {c.key for _, _, c in held.calls}
+
+
+def test_a_fed_run_measures_the_cold_leaders_again_in_a_study_of_its_own(tmp_path: Path) -> None:
+    """Cold rows answer nothing to a run timed with L2 fed: its study has a name of its own,
+    it first measures the shape's cold leaders again, and the store then ranks the fed rows
+    apart, each state serving its own (GET /best?l2=fed)."""
+    held = dataclasses.replace(F.RecordingRunner().identity, hold_us=DEFAULT_HOLD_US)
+    cold = F.RecordingRunner()
+    cold.identity = dataclasses.replace(held, l2="cold")
+    tune(request(results_dir=tmp_path, trials=6, warm_start=0), cold)
+    key = ("h200", shape_tuple(F.SMALL), "bf16")
+    leaders = [c.config for c in build_index(load_results(tmp_path)[0]).groups[key].candidates[:2]]
+
+    fed = F.RecordingRunner()
+    fed.identity = dataclasses.replace(held, l2="fed")
+    (outcome,) = tune(request(results_dir=tmp_path, trials=5, warm_start=4), fed).outcomes
+    assert outcome.plan.study_name.endswith(f"/bf16/hold{DEFAULT_HOLD_US:g}us/fed")
+    assert [c for _, _, c in fed.calls[:2]] == leaders  # measured again, fed
+    assert len(fed.calls) == 5 and outcome.answered == 0
+    frame = load_results(tmp_path)[0]
+    assert sorted(frame["l2"].value_counts().items()) == [("cold", 6), ("fed", 5)]
+    index = build_index(frame)
+    assert len(index.groups[key].candidates) == 6 and len(index.in_state("fed").groups[key].candidates) == 5
+
+    again = F.RecordingRunner()
+    again.identity = fed.identity
+    (rerun,) = tune(request(results_dir=tmp_path, trials=5, warm_start=4), again).outcomes
+    assert again.calls == [] and set(rerun.rows) == {c.key for _, _, c in fed.calls}  # fed rows answer fed

@@ -88,3 +88,17 @@ def test_a_replay_answers_from_the_timing_that_recorded_the_most_configurations(
     runner = ReplayRunner.from_directory(tmp_path)
     assert runner.measure(F.SMALL, bf16, BASELINE).time_ms == pytest.approx(baseline[0]["time_ms"])
     assert len(runner.recorded(F.SMALL, bf16)) == len(rows) and runner.identity.hold_us is None
+
+
+def test_a_replay_answers_from_the_rows_of_its_l2_state(tmp_path: Path) -> None:
+    from results.store import write_table
+
+    bf16 = DTYPES["bf16"]
+    rows = [r for r in F.recording_rows([F.SMALL], ["bf16"]) if r["config_key"] == BASELINE.key]
+    write_table([{**r, "time_ms": 2.0} for r in rows], tmp_path / "h200", "cold")
+    with pytest.raises(NoRecording, match="no rows of GPU 'h200' timed with L2 fed"):
+        ReplayRunner.from_directory(tmp_path, l2="fed")
+    write_table([{**r, "time_ms": 1.5, "l2": "fed"} for r in rows], tmp_path / "h200", "fed")
+    cold, fed = ReplayRunner.from_directory(tmp_path), ReplayRunner.from_directory(tmp_path, l2="fed")
+    assert cold.measure(F.SMALL, bf16, BASELINE).time_ms == 2.0 and cold.identity.l2 == "cold"
+    assert fed.measure(F.SMALL, bf16, BASELINE).time_ms == 1.5 and fed.identity.l2 == "fed"

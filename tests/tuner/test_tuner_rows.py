@@ -104,3 +104,13 @@ def test_a_row_carries_the_runs_empty_launch() -> None:
     assert trial_row(F.IDENTITY, F.SMALL, DTYPES["bf16"], config, m, 0.05, info)["empty_launch_ms"] is None
     table = to_table(pd.DataFrame([trial_row(timed, F.SMALL, DTYPES["bf16"], config, m, 0.05, info)]))
     assert table.column("empty_launch_ms").to_pylist() == [0.0035]  # the schema holds it
+
+
+def test_a_row_records_the_l2_state_it_was_timed_in() -> None:
+    from dataclasses import replace
+
+    info = StudyInfo(gpu="h200", run_id="run-1", study="s", sampler="tpe", seed=7, trial=3)
+    config = next(c for c in FAMILIES["vec"].valid_configs(F.SHAPE, DTYPES["bf16"]))
+    measurement = Measurement(Status.OK, time_ms=1.0, reps=20)
+    row = trial_row(replace(F.IDENTITY, l2="fed"), F.SHAPE, DTYPES["bf16"], config, measurement, 0.5, info)
+    assert to_table(pd.DataFrame([row])).column("l2").to_pylist() == ["fed"]
