@@ -24,7 +24,9 @@ The measures per side:
 - `held_long`: the same with a longer hold (--long-hold-us, 1000 us), so that the CPU is far
   ahead of the GPU whatever a call costs it to issue.
 
-`--graphs-only` skips the held measures. `--configs N` adds, as sides `store#<rank>`, the N
+`--graphs-only` skips the held measures. Where the results (`--results DIR`, read before the
+bundled ones) hold configurations tuned with L2 fed (`python -m tuner --l2 fed`), `tuned:fed`
+is what `GET /best?l2=fed` serves. `--configs N` adds, as sides `store#<rank>`, the N
 fastest configurations the store holds for the group and each family's fastest there, launched
 by CuPy on PyTorch's stream over the same dout and dinp (so `graph_fed` feeds them too): which
 of them, if any, leads once dout is in L2; each with a cache hint also as `store#<rank>:plain`,
@@ -158,6 +160,11 @@ def main() -> int:
         default=0,
         help="the store's N fastest configurations and each family's fastest",
     )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="a results directory read before the bundled one (default: the bundled one)",
+    )
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
     try:  # bad input says so before any GPU work
@@ -172,9 +179,9 @@ def main() -> int:
         parser.error(f"needs a GPU host with CuPy, PyTorch and Triton ({exc})")
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from results.index import build_index, shape_tuple
+    from results.index import build_index, serving_index, shape_tuple
     from results.selection import select
-    from results.store import bundled_results_dir, load_results
+    from results.store import bundled_results_dir, load_results, read_dirs
     from tuner.gpu import triton_peer
     from tuner.gpu.kernels import CompileError, Kernels
     from tuner.gpu.peers import as_storage, share_stream_with_torch
@@ -191,7 +198,9 @@ def main() -> int:
     device = cp.cuda.Device()
     share_stream_with_torch(device.id)
     configure_dynamo()
-    index = build_index(load_results(bundled_results_dir())[0])
+    dirs = read_dirs(args.results) if args.results else [bundled_results_dir()]
+    index = build_index(load_results(dirs)[0])
+    fed_index = serving_index(index, args.gpu, "fed")
     held_flushes = {
         "held": L2Flusher(device, hold_us=DEFAULT_HOLD_US),
         "held_long": L2Flusher(device, hold_us=args.long_hold_us),
@@ -262,6 +271,12 @@ def main() -> int:
             configs: dict[str, str] = {"tuned": served.candidate.config.key}
             group = index.groups.get((args.gpu, shape_tuple(shape), name))
             storage = (as_storage(dinp, dtype), as_storage(dout, dtype))  # the same memory, for CuPy
+            fed = select(fed_index, args.gpu, shape, dtype) if fed_index is not index else None
+            if fed is not None:  # what GET /best?l2=fed serves (tuned with python -m tuner --l2 fed)
+                fed_config = fed.candidate.config
+                run = kernels.launcher(shape, dtype, fed_config, sm_count, *storage)
+                sides["tuned:fed"] = on_torch_stream(run)
+                configs["tuned:fed"] = fed_config.key
             for rank, leader in leaders(group, args.configs):
                 twin = plain_twin(leader)
                 for side, config in ((f"store#{rank}", leader), (f"store#{rank}:plain", twin)):
