@@ -12,7 +12,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +73,7 @@ class TunedGroup:
     candidates: tuple[Candidate, ...]
     baseline_ms: float | None
     trials: int
+    l2: str = L2_COLD  # the L2 state its candidates were timed in (results.schema.L2_STATES)
 
     @property
     def key(self) -> GroupKey:
@@ -146,12 +147,18 @@ class StoreIndex:
     _states: dict[str, StoreIndex] = field(default_factory=dict, repr=False)
 
     def in_state(self, l2: str) -> StoreIndex:
-        """The index of the same rows in L2 state `l2` (ValueError for an unknown one): its
-        groups rank only the rows timed in that state."""
+        """The index that serves L2 state `l2` (ValueError for an unknown one): each tuned
+        (GPU, shape, dtype) ranks its rows timed in that state where it has any, its cold
+        ones elsewhere (each group's `l2` says which), so that a shape never tuned in the
+        state is served as it always was."""
         if check_l2(l2) == self.l2:
             return self
         if l2 not in self._states:
-            self._states[l2] = build_index(self.frame, self.report, self.table, l2=l2)
+            cold = self if self.l2 == L2_COLD else self.in_state(L2_COLD)
+            state = build_index(self.frame, self.report, self.table, l2=l2)
+            merged = with_groups(state, {**cold.groups, **state.groups})
+            merged._states[L2_COLD] = cold
+            self._states[l2] = merged
         return self._states[l2]
 
     def groups_of(self, gpu: str) -> tuple[TunedGroup, ...]:
@@ -159,13 +166,6 @@ class StoreIndex:
 
     def available_gpus(self) -> list[str]:
         return sorted(self.by_gpu)
-
-
-def serving_index(index: StoreIndex, gpu: str, l2: str) -> StoreIndex:
-    """The index that serves `gpu` in L2 state `l2`: that state's, where the GPU has results in
-    it, else `index` itself (what a GPU tuned only cold is served in any state)."""
-    state = index.in_state(l2)
-    return state if state.groups_of(gpu) else index
 
 
 def shape_tuple(shape: Shape) -> tuple[int, int, int, int, int]:
@@ -336,23 +336,31 @@ def build_index(
             candidates=tuple(candidates),
             baseline_ms=baselines.get(key),
             trials=trials.get(key, len(candidates)),
+            l2=l2,
         )
         groups[group.key] = group
     if unusable:
         log.warning("%d configurations name a family or parameters the current code does not know", unusable)
+    index = StoreIndex(
+        frame=frame, report=report, groups={}, gpus={}, unusable_rows=unusable, table=table, l2=l2
+    )
+    return with_groups(index, groups)
+
+
+def with_groups(index: StoreIndex, groups: Mapping[GroupKey, TunedGroup]) -> StoreIndex:
+    """`index` with these groups (sorted), its per-GPU lists and summaries made from them."""
     ordered = dict(sorted(groups.items()))
     by_gpu: dict[str, list[TunedGroup]] = defaultdict(list)
     for group in ordered.values():
         by_gpu[group.gpu].append(group)
-    return StoreIndex(
-        frame=frame,
-        report=report,
+    return replace(
+        index,
         groups=ordered,
         by_gpu={gpu: tuple(found) for gpu, found in by_gpu.items()},
-        gpus=summarize_gpus(frame, groups),
-        unusable_rows=unusable,
-        table=table,
-        l2=l2,
+        gpus=summarize_gpus(index.frame, ordered),
+        choices=BoundedCache(CHOICE_CACHE_SIZE),
+        rule_quality={},
+        _states={},
     )
 
 

@@ -179,7 +179,7 @@ def main() -> int:
         parser.error(f"needs a GPU host with CuPy, PyTorch and Triton ({exc})")
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from results.index import build_index, serving_index, shape_tuple
+    from results.index import build_index, shape_tuple
     from results.selection import select
     from results.store import bundled_results_dir, load_results, read_dirs
     from tuner.gpu import triton_peer
@@ -200,7 +200,7 @@ def main() -> int:
     configure_dynamo()
     dirs = read_dirs(args.results) if args.results else [bundled_results_dir()]
     index = build_index(load_results(dirs)[0])
-    fed_index = serving_index(index, args.gpu, "fed")
+    fed_index = index.in_state("fed")
     held_flushes = {
         "held": L2Flusher(device, hold_us=DEFAULT_HOLD_US),
         "held_long": L2Flusher(device, hold_us=args.long_hold_us),
@@ -271,8 +271,10 @@ def main() -> int:
             configs: dict[str, str] = {"tuned": served.candidate.config.key}
             group = index.groups.get((args.gpu, shape_tuple(shape), name))
             storage = (as_storage(dinp, dtype), as_storage(dout, dtype))  # the same memory, for CuPy
-            fed = select(fed_index, args.gpu, shape, dtype) if fed_index is not index else None
-            if fed is not None:  # what GET /best?l2=fed serves (tuned with python -m tuner --l2 fed)
+            fed = select(fed_index, args.gpu, shape, dtype)
+            if (
+                fed is not None and fed.group.l2 == "fed"
+            ):  # what GET /best?l2=fed serves (tuned with python -m tuner --l2 fed)
                 fed_config = fed.candidate.config
                 run = kernels.launcher(shape, dtype, fed_config, sm_count, *storage)
                 sides["tuned:fed"] = on_torch_stream(run)

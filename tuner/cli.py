@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from results.schema import SHAPE_COLUMNS
+from results.schema import L2_COLD, SHAPE_COLUMNS
 from results.store import load_results, read_dirs
 from tuner.arguments import (
     UsageError,
@@ -64,6 +64,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     return int(main_check(args, progress=show_progress(args)))
 
 
+def state_note(l2: str) -> str:
+    """What a winners table's title says of its L2 state: nothing for the default, cold."""
+    return "" if l2 == L2_COLD else f" (L2 {l2})"
+
+
 def cmd_best(args: argparse.Namespace) -> int:
     from tuner.report import render_winners, winners_table, write_winners
 
@@ -78,12 +83,12 @@ def cmd_best(args: argparse.Namespace) -> int:
         message = f"no trial rows under {where}" + (f" for GPU {args.gpu}" if args.gpu else "")
         print(message, file=sys.stdout if args.format == "table" else sys.stderr)
         if args.format != "table":  # an empty document, so that a reader's parser still works
-            write_winners(winners_table(frame), args.format)
+            write_winners(winners_table(frame, args.l2), args.format)
         return 1
     if args.format == "table":
-        render_winners(winners_table(frame), title=f"Winners in {where}")
+        render_winners(winners_table(frame, args.l2), title=f"Winners in {where}{state_note(args.l2)}")
     else:
-        write_winners(winners_table(frame), args.format)
+        write_winners(winners_table(frame, args.l2), args.format)
     return 0
 
 
@@ -172,7 +177,7 @@ def cmd_fleet(args: argparse.Namespace, argv: Sequence[str]) -> int:
             keys = {s.key for s in shapes}
             shape_keys = frame.apply(lambda r: Shape(*(int(r[c]) for c in SHAPE_COLUMNS)).key, axis=1)
             frame = frame[shape_keys.isin(keys).to_numpy() & frame["dtype"].isin(dtypes).to_numpy()]
-        render_winners(winners_table(frame), title=f"Winners in {results}")
+        render_winners(winners_table(frame, args.l2), title=f"Winners in {results}{state_note(args.l2)}")
     return rc
 
 
@@ -206,7 +211,8 @@ def report_tune(result: TuneResult) -> int:
     if result.missing:
         print(f"{result.missing} proposed configurations were not in the recording", file=sys.stderr)
     if not in_fleet():  # a fleet's parent shows the winners of all its workers
-        render_winners(winners_table(result.frame()), title=f"Winners on {result.gpu}")
+        title = f"Winners on {result.gpu}{state_note(result.l2)}"
+        render_winners(winners_table(result.frame(), result.l2), title=title)
     if result.files:
         print(f"{result.rows} rows in {', '.join(str(f) for f in result.files)}", file=sys.stderr)
     if result.interrupted:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from results.header import ExportError, export_table, render_header
-from results.index import build_index, serving_index
+from results.index import build_index
 from results.schema import L2_COLD, L2_STATES
 from results.store import load_results, read_dirs
 
@@ -30,7 +30,7 @@ def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path)
         choices=L2_STATES,
         default=L2_COLD,
         help="the winners tuned with L2 cold (default) or fed (python -m tuner --l2 fed: dout just "
-        "written, as in a training step); a GPU without fed results gets its cold ones",
+        "written, as in a training step); shapes never tuned fed keep their cold ones",
     )
     parser.add_argument("--results", type=Path, help=f"default {default_results} and the bundled results")
     parser.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
@@ -49,7 +49,7 @@ def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Ex
             raise usage_error(f"the results hold GPUs {', '.join(gpus) or 'none'}: pick one with --gpu")
         gpu = gpus[0]
     try:
-        table = export_table(serving_index(index, gpu, args.l2), gpu, dtypes, other_gpus=args.other_gpus)
+        table = export_table(index.in_state(args.l2), gpu, dtypes, other_gpus=args.other_gpus)
     except ExportError as exc:
         raise usage_error(f"{exc} (in {' and '.join(map(str, dirs))})") from None
     text = render_header(table) if args.format == "cuda-header" else table.as_json() + "\n"

@@ -192,6 +192,9 @@ def _add_best(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--results", type=directory, help=f"default {DEFAULT_RESULTS} and the bundled results")
     p.add_argument("--gpu", help="only this GPU label")
     p.add_argument("--format", choices=BEST_FORMATS, default="table", help="table (default), json or csv")
+    p.add_argument(
+        "--l2", choices=L2_STATES, default=L2_COLD, help="the winners tuned with L2 cold (default) or fed"
+    )
 
 
 def _add_export(sub: argparse._SubParsersAction, name: str) -> None:

@@ -94,6 +94,7 @@ class TuneResult:
     missing: int = 0  # configurations proposed that the replayed recording lacks
     rows: int = 0  # rows written by this run
     files: list[Path] = field(default_factory=list)  # where
+    l2: str = L2_COLD  # the L2 state the runner timed in
 
     def frame(self) -> pd.DataFrame:
         return outcome_frame(self.outcomes)
@@ -345,7 +346,13 @@ def tune(
         runner.close()
         raise TuneError(str(exc)) from None
 
-    result = TuneResult(gpu=gpu, device_name=runner.identity.name, seed=seed, run_id=new_run_id())
+    result = TuneResult(
+        gpu=gpu,
+        device_name=runner.identity.name,
+        seed=seed,
+        run_id=new_run_id(),
+        l2=runner.identity.l2 or L2_COLD,
+    )
     sink = ResultsSink(results_dir, gpu, result.run_id) if results_dir else None
     # what is already measured: the results directory, and the bundled results unless replaying
     bundled = request.replay_dir is None and request.bundled

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from results.best import winners
 from results.peaks import frac_peak
-from results.schema import SHAPE_COLUMNS
+from results.schema import L2_COLD, SHAPE_COLUMNS
 from tuner.study_plan import StudyOutcome, StudyPlan
 from variants import DTYPES, FAMILIES, Shape
 
@@ -43,12 +43,13 @@ def config_text(family: str, params: str) -> str:
     return f"{family}[{','.join(f'{k}={v}' for k, v in sorted(values.items()))}]"
 
 
-def winners_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per GPU, shape and dtype: the fastest correct configuration, its time,
-    bandwidth, ratio to the same-run copy and speed-up over llm.c's configuration."""
+def winners_table(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
+    """One row per GPU, shape and dtype: the fastest correct configuration timed in L2 state
+    `l2`, its time, bandwidth, ratio to the same-run copy and speed-up over llm.c's
+    configuration."""
     if frame.empty or "status" not in frame:
         return pd.DataFrame(columns=list(WINNER_COLUMNS))
-    best = winners(frame)
+    best = winners(frame, l2)
     if best.empty:
         return pd.DataFrame(columns=list(WINNER_COLUMNS))
     shape = best[list(SHAPE_COLUMNS)].apply(

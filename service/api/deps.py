@@ -64,8 +64,8 @@ L2Query = Annotated[
     Literal["cold", "fed"],
     Query(
         description="what L2 holds when the kernel starts: cold (the tuner's default), or fed (dout "
-        "just written by the kernel before, as in a training step: tuned with `--l2 fed`); a GPU "
-        "without fed results is answered from its cold ones, and the answer's `l2` says which"
+        "just written by the kernel before, as in a training step: tuned with `--l2 fed`); a shape "
+        "never tuned fed is served its cold ranking, and each answer's `l2` says which"
     ),
 ]
 IndexDep = Annotated[StoreIndex, Depends(get_index)]

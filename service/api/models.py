@@ -133,8 +133,8 @@ class BestAnswer(BaseModel):
     l2: Literal["cold", "fed"] = Field(
         "cold",
         description="the L2 state the configuration was tuned in: cold (flushed before each call), or "
-        "fed (dout written just before, as in a training step); l2=fed asks for fed, answered "
-        "cold where the GPU has no fed results",
+        "fed (dout written just before, as in a training step); l2=fed is answered from the fed "
+        "ranking of the tuned shape where it has one, its cold ranking otherwise",
     )
     kernel: KernelRecipe
     measured: Measurement

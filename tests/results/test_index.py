@@ -127,7 +127,8 @@ def test_each_l2_state_ranks_its_own_rows_alone() -> None:
         ("naive", 0.50),
     ]
     assert fed.groups[key].baseline_ms == 0.50 and fed.groups[key].trials == 3
-    assert list(fed.groups) == [key]  # S2 was never timed fed
+    s2 = ("h100", (1, 1024, 32, 8, 128), "bf16")
+    assert fed.groups[s2] is index.groups[s2] and fed.groups[s2].l2 == "cold"  # never timed fed: as cold
     assert len(fed.frame) == len(index.frame)  # every row stays in the frame (exports, trials)
     assert index.in_state("cold") is index
 
@@ -140,12 +141,11 @@ def test_winners_and_the_baseline_are_per_l2_state() -> None:
 
 
 def test_a_gpu_without_fed_results_is_served_from_its_cold_ones() -> None:
-    from results.index import serving_index
-
     index = build_index(pd.DataFrame([*fed_and_cold_rows(), trial("h200", S1, "bf16", "vec", VEC16, 0.04)]))
-    assert serving_index(index, "h100", "fed") is index.in_state("fed")
-    assert serving_index(index, "h200", "fed") is index
-    assert serving_index(index, "h100", "cold") is index
+    fed = index.in_state("fed")
+    assert fed.groups_of("h200") == index.groups_of("h200") and fed.available_gpus() == ["h100", "h200"]
+    assert [g.l2 for g in fed.groups_of("h100")] == ["cold", "fed"]  # S2, S1
+    assert fed.in_state("cold") is index and index.in_state("cold") is index
 
 
 def test_an_unknown_l2_state_is_a_clear_error() -> None:

@@ -584,3 +584,21 @@ def test_export_l2_fed_writes_the_winners_tuned_fed(tmp_path: Path, capsys) -> N
         (row,) = json.loads(capsys.readouterr().out)["rows"]
         families[state] = row["family"]
     assert families == {"cold": "split", "fed": "vec"}
+
+
+def test_best_l2_fed_prints_the_winners_tuned_fed(tmp_path: Path, capsys) -> None:
+    from results.store import write_table
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from trial_rows import S1, SPLIT16, VEC16, trial
+
+    rows = [
+        trial("h200", S1, "bf16", "split", SPLIT16, 0.08, number=0),
+        trial("h200", S1, "bf16", "vec", VEC16, 0.05, number=1, l2="fed"),
+    ]
+    write_table(rows, tmp_path / "h200", "run")
+    assert main(["best", "--results", str(tmp_path), "--format", "csv", "--l2", "fed"]) == 0
+    fed = capsys.readouterr().out
+    assert main(["best", "--results", str(tmp_path), "--format", "csv"]) == 0
+    cold = capsys.readouterr().out
+    assert "vec[" in fed and "split[" not in fed and "split[" in cold and "vec[" not in cold

@@ -132,7 +132,6 @@ class _Launchers:
         return launcher
 
     def _build(self, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> _Launcher:
-        from results.index import serving_index
         from results.selection import generic_config, shortlist
         from tuner.gpus import InvalidGpuLabel, default_label
         from variants import Shape, get_dtype, runs_on
@@ -143,7 +142,7 @@ class _Launchers:
             gpu = default_label(name)
         except InvalidGpuLabel:
             gpu = ""
-        index = serving_index(self.index(), gpu, L2)  # REPKV_L2's results, where this GPU has them
+        index = self.index().in_state(L2)  # REPKV_L2's rankings, where the shape was tuned so
         listed = shortlist(index, gpu, shape, dtype, other_gpus=True) if gpu else []
         major, minor = torch.cuda.get_device_capability(device)
         listed = [c for c in listed if runs_on(c.candidate.config, 10 * major + minor)]  # borrowed ones

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 import variants
-from results.index import CHOICE_CACHE_SIZE, BoundedCache, StoreIndex, serving_index
+from results.index import CHOICE_CACHE_SIZE, BoundedCache, StoreIndex
 from results.leave_one_out import TierQuality, rule_quality
 from results.peaks import frac_peak
 from results.schema import L2_COLD
@@ -72,7 +72,7 @@ def answer(
         tier=choice.tier,
         distance=choice.distance,
         rank=choice.rank,
-        l2=index.l2,
+        l2=choice.group.l2,
         kernel=KernelRecipe(
             family=recipe.family,
             params=recipe.params,
@@ -173,9 +173,10 @@ def best_answer(
     l2: str = L2_COLD,
 ) -> BestResponse:
     """The answer of GET /best (raises NotFound); the route memoizes its JSON per index. Each
-    GPU is answered from its rows of L2 state `l2`, or its cold ones where it has none."""
+    tuned (GPU, shape, dtype) serves its rows of L2 state `l2`, or its cold ones where it has
+    none (`StoreIndex.in_state`)."""
+    index = index.in_state(l2)
     if gpu is not None:
-        index = serving_index(index, gpu, l2)
         if gpu not in index.by_gpu and not (other_gpus and index.by_gpu):
             raise NotFound(
                 f"no results for GPU {gpu!r} (add other_gpus=true to be answered from another GPU's)",
@@ -191,10 +192,9 @@ def best_answer(
         return BestResponse(shape=shape_model(shape), dtype=dtype.name, answers=answers)
     answers = []
     for label in index.available_gpus():
-        served = serving_index(index, label, l2)
-        choice = select(served, label, shape, dtype)
+        choice = select(index, label, shape, dtype)
         if choice is not None:
-            answers.append(answer(served, label, shape, dtype, choice, include_source))
+            answers.append(answer(index, label, shape, dtype, choice, include_source))
     if not answers:
         if not index.groups:
             raise NotFound("no results are loaded: the results directory has no correct trials yet")
