@@ -214,3 +214,41 @@ def test_a_recording_that_cannot_be_written_leaves_the_call_working(recording: P
     dout = untuned_dout(torch.float32)
     assert_backward(repkv_backward(dout, UNTUNED[3]), dout)
     assert served(UNTUNED, torch.float32)[1] == "raced"
+
+
+def test_repkv_l2_fed_serves_a_shape_tuned_fed_its_fed_winner_and_others_their_cold_one(
+    tmp_path: Path,
+) -> None:
+    """REPKV_L2 is read at import: a fresh interpreter with it set."""
+    import subprocess
+    import sys
+
+    from results.index import build_index
+    from results.store import bundled_results_dir, load_results
+
+    index = build_index(load_results(bundled_results_dir())[0])
+    fed_key = index.in_state("fed").groups[("h200", (1, 512, 32, 8, 64), "bf16")].best.config_key
+    cold_key = index.groups[("h200", (8, 1024, 32, 8, 128), "bf16")].best.config_key
+    code = (
+        "import torch\n"
+        "from tuner.gpu.torch_op import repkv_backward, served\n"
+        "for B, T in ((1, 512), (8, 1024)):\n"
+        "    NH = 32\n"
+        "    dout = torch.randn(B, T, 3, NH, 128 if B == 8 else 64, device='cuda', dtype=torch.bfloat16)\n"
+        "    repkv_backward(dout, 8)\n"
+        "    print(served((B, T, NH, 8, dout.shape[-1]), torch.bfloat16)[:2])\n"
+    )
+    env = {**__import__("os").environ, "REPKV_L2": "fed", "REPKV_RESULTS_DIR": "/nonexistent-results"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [str((fed_key, "exact")), str((cold_key, "exact"))]
+    bad = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, "REPKV_L2": "warm"},
+        timeout=300,
+    )
+    assert bad.returncode != 0 and "unknown L2 state 'warm'" in bad.stderr
