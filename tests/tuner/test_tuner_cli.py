@@ -565,9 +565,8 @@ def test_l2_reaches_the_request_defaults_to_cold_and_refuses_other_states(capsys
     assert "--l2: invalid choice: 'warm' (choose from 'cold', 'fed')" in capsys.readouterr().err
 
 
-def test_export_l2_fed_writes_the_winners_tuned_fed(tmp_path: Path, capsys) -> None:
-    import json
-
+def write_split_cold_vec_fed(directory: Path) -> None:
+    """One h200 group: split fastest cold, vec timed fed alone (synthetic rows)."""
     from results.store import write_table
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -577,7 +576,13 @@ def test_export_l2_fed_writes_the_winners_tuned_fed(tmp_path: Path, capsys) -> N
         trial("h200", S1, "bf16", "split", SPLIT16, 0.08, number=0),
         trial("h200", S1, "bf16", "vec", VEC16, 0.05, number=1, l2="fed"),
     ]
-    write_table(rows, tmp_path / "h200", "run")
+    write_table(rows, directory / "h200", "run")
+
+
+def test_export_l2_fed_writes_the_winners_tuned_fed(tmp_path: Path, capsys) -> None:
+    import json
+
+    write_split_cold_vec_fed(tmp_path)
     families = {}
     for state in ("cold", "fed"):
         assert main(["export", "--format", "json", "--results", str(tmp_path), "--l2", state]) == 0
@@ -587,16 +592,7 @@ def test_export_l2_fed_writes_the_winners_tuned_fed(tmp_path: Path, capsys) -> N
 
 
 def test_best_l2_fed_prints_the_winners_tuned_fed(tmp_path: Path, capsys) -> None:
-    from results.store import write_table
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from trial_rows import S1, SPLIT16, VEC16, trial
-
-    rows = [
-        trial("h200", S1, "bf16", "split", SPLIT16, 0.08, number=0),
-        trial("h200", S1, "bf16", "vec", VEC16, 0.05, number=1, l2="fed"),
-    ]
-    write_table(rows, tmp_path / "h200", "run")
+    write_split_cold_vec_fed(tmp_path)
     assert main(["best", "--results", str(tmp_path), "--format", "csv", "--l2", "fed"]) == 0
     fed = capsys.readouterr().out
     assert main(["best", "--results", str(tmp_path), "--format", "csv"]) == 0
