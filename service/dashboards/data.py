@@ -15,7 +15,7 @@ from results.best import baseline_rows, timed_as_served, winners
 from results.index import StoreIndex, shape_tuple
 from results.leave_one_out import rule_quality
 from results.peaks import PEAK_GBPS
-from results.schema import GROUP_COLUMNS, SHAPE_COLUMNS, Status, holds
+from results.schema import GROUP_COLUMNS, L2_COLD, SHAPE_COLUMNS, Status, holds, l2_states
 from results.selection import rank_groups, select
 from variants import DType, Shape
 
@@ -55,13 +55,14 @@ def row_shape(row: pd.Series | dict) -> Shape:
 
 
 def usable(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows the dashboards can place: a GPU label, a known dtype, a family and a status
-    (non-empty strings) and a valid shape. Other rows are dropped, never a reason to fail;
-    the shape columns come back as int64."""
+    """The rows the dashboards can place: timed cold (rows tuned with `--l2 fed` rank apart
+    and are served by `GET /best?l2=fed`, not drawn here), a GPU label, a known dtype, a family
+    and a status (non-empty strings) and a valid shape. Other rows are dropped, never a reason
+    to fail; the shape columns come back as int64."""
     missing = [c for c in (*TEXT_COLUMNS, *SHAPE_COLUMNS) if c not in frame.columns]
     if missing or frame.empty:
         return frame.iloc[0:0] if missing else frame
-    keep = np.ones(len(frame), dtype=bool)
+    keep = (l2_states(frame) == L2_COLD).to_numpy(dtype=bool, copy=True)
     for column in TEXT_COLUMNS:
         keep &= _non_empty_text(frame[column])
     keep &= frame["dtype"].isin(list(variants.DTYPES)).to_numpy(dtype=bool, na_value=False)

@@ -387,3 +387,14 @@ def test_overview_bars_star_ratios_held_to_cudamemcpy_alone() -> None:
     assert sorted(starred.values()) == [False, True]
     hover = {row[4] for row in figure.data[0].customdata}
     assert hover == {"the faster of cudaMemcpyAsync and a copy kernel", "cudaMemcpyAsync alone"}
+
+
+def test_the_dashboards_draw_cold_rows_only() -> None:
+    rows = [
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.08, number=0),
+        trial("h100", S1, "bf16", "vec", VEC16, 0.05, number=1, l2="fed"),
+    ]
+    frame = pd.DataFrame(rows)
+    assert list(data.usable(frame)["family"]) == ["split"]
+    assert list(data.shape_trials(frame, "h100", S1, "bf16")["family"]) == ["split"]
+    assert list(data.overview(frame)["family"]) == ["split"]
