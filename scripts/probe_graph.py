@@ -3,7 +3,8 @@ the tuned kernel against the peers of the smallest shapes, where their event win
 
 For each shape and dtype, every side validated first against a float64 reference:
 
-- `tuned`: the served configuration through `tuner.gpu.torch_op.repkv_backward(out=...)`;
+- `tuned`: the configuration served cold (REPKV_L2=cold) through
+  `tuner.gpu.torch_op.repkv_backward(out=...)`;
 - `compile[default]:<f>`, `compile[max-autotune]:<f>`: `torch.compile` (dynamic=False) of the
   slice/sum/cat and repeat_kv formulations, the latter mode "max-autotune-no-cudagraphs";
 - `triton:autotune`: the autotuned Triton kernel of tuner/gpu/triton_peer.py;
@@ -40,6 +41,7 @@ By default the peers benchmark's shapes under 40 MB in bf16, in fp32, bf16 and f
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -51,6 +53,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+os.environ["REPKV_L2"] = "cold"  # `tuned` is the op as served cold; `tuned:fed` the fed ranking
 
 from results.schema import DEFAULT_HOLD_US  # noqa: E402
 from tuner.peer_bench import BENCH_SHAPES  # noqa: E402

@@ -216,10 +216,9 @@ def test_a_recording_that_cannot_be_written_leaves_the_call_working(recording: P
     assert served(UNTUNED, torch.float32)[1] == "raced"
 
 
-def test_repkv_l2_fed_serves_a_shape_tuned_fed_its_fed_winner_and_others_their_cold_one(
-    tmp_path: Path,
-) -> None:
-    """REPKV_L2 is read at import: a fresh interpreter with it set."""
+def test_the_op_serves_shapes_tuned_fed_their_fed_winner_unless_repkv_l2_is_cold(tmp_path: Path) -> None:
+    """REPKV_L2 is read at import: a fresh interpreter for each setting."""
+    import os
     import subprocess
     import sys
 
@@ -227,28 +226,27 @@ def test_repkv_l2_fed_serves_a_shape_tuned_fed_its_fed_winner_and_others_their_c
     from results.store import bundled_results_dir, load_results
 
     index = build_index(load_results(bundled_results_dir())[0])
-    fed_key = index.in_state("fed").groups[("h200", (1, 512, 32, 8, 64), "bf16")].best.config_key
-    cold_key = index.groups[("h200", (8, 1024, 32, 8, 128), "bf16")].best.config_key
+    small, large = ("h200", (1, 512, 32, 8, 64), "bf16"), ("h200", (8, 1024, 32, 8, 128), "bf16")
+    fed_key = index.in_state("fed").groups[small].best.config_key
+    cold_key, large_key = index.groups[small].best.config_key, index.groups[large].best.config_key
+    assert fed_key != cold_key
     code = (
         "import torch\n"
         "from tuner.gpu.torch_op import repkv_backward, served\n"
-        "for B, T in ((1, 512), (8, 1024)):\n"
-        "    NH = 32\n"
-        "    dout = torch.randn(B, T, 3, NH, 128 if B == 8 else 64, device='cuda', dtype=torch.bfloat16)\n"
+        "for B, T, HD in ((1, 512, 64), (8, 1024, 128)):\n"
+        "    dout = torch.randn(B, T, 3, 32, HD, device='cuda', dtype=torch.bfloat16)\n"
         "    repkv_backward(dout, 8)\n"
-        "    print(served((B, T, NH, 8, dout.shape[-1]), torch.bfloat16)[:2])\n"
+        "    print(served((B, T, 32, 8, HD), torch.bfloat16)[:2])\n"
     )
-    env = {**__import__("os").environ, "REPKV_L2": "fed", "REPKV_RESULTS_DIR": "/nonexistent-results"}
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [str((fed_key, "exact")), str((cold_key, "exact"))]
-    bad = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**env, "REPKV_L2": "warm"},
-        timeout=300,
-    )
+    env = {k: v for k, v in os.environ.items() if k != "REPKV_L2"} | {"REPKV_RESULTS_DIR": str(tmp_path)}
+
+    def run(**changed: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-c", code]
+        return subprocess.run(command, capture_output=True, text=True, env=env | changed, timeout=300)
+
+    for changed, first in (({}, fed_key), ({"REPKV_L2": "fed"}, fed_key), ({"REPKV_L2": "cold"}, cold_key)):
+        result = run(**changed)  # fed by default, as in a training step
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == [str((first, "exact")), str((large_key, "exact"))], changed
+    bad = run(REPKV_L2="warm")
     assert bad.returncode != 0 and "unknown L2 state 'warm'" in bad.stderr

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_COLD, L2_FED
+from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_FED
 from tuner.race import run_race
 
 if TYPE_CHECKING:
@@ -30,9 +30,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("tuner.gpu.torch_op")
 
 RACE = os.environ.get("REPKV_RACE", "1") != "0"
-# The L2 state the op's configurations are chosen (and its races timed) in: REPKV_L2=fed for
-# dout just written by the kernel before, as in a training step (results.schema.L2_STATES).
-L2 = os.environ.get("REPKV_L2", L2_COLD)
+# The L2 state the op's configurations are chosen (and its races timed) in: fed by default, as
+# in a training step, where the kernel before (attention's backward) has just written dout;
+# REPKV_L2=cold for a call that starts from a cold L2 (results.schema.L2_STATES).
+L2 = os.environ.get("REPKV_L2", L2_FED)
 RACE_REPS = 7
 # The GPU-side wait after each flush (tuner.gpu.timing.HOLD_SOURCE): the timed launch is queued
 # before the GPU reaches it, so a race times what the tuner times and its recorded rows rank

@@ -24,6 +24,10 @@ A shape nobody tuned races its shortlist on the first call (`tuner.race` decides
 CUDA-event timings taken by `tuner.gpu.op_race`; REPKV_RACE=0 turns it off, and nothing races during graph
 capture). With REPKV_RECORD=1 or `record_races()` the race's measurements are written as
 trial rows of this process's own run (`tuner.race_record`), which later loads serve from.
+
+Configurations are chosen for dout just written by the kernel before, as in a training step
+(each shape's ranking tuned with `python -m tuner --l2 fed` where it has one, its cold one
+elsewhere); REPKV_L2=cold chooses by the cold rankings alone.
 """
 
 from __future__ import annotations
