@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results.peaks import peak_gbps  # noqa: E402
-from results.schema import DEFAULT_HOLD_US  # noqa: E402
+from results.schema import DEFAULT_HOLD_US, L2_COLD, L2_STATES  # noqa: E402
 from results.store import write_frame  # noqa: E402
 from tuner.peer_bench import (  # noqa: E402
     BENCH_SHAPES,
@@ -140,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
         "times; 0 to time with the CPU's launch cost exposed (default: %(default)g)",
     )
     parser.add_argument(
+        "--l2",
+        choices=L2_STATES,
+        default=L2_COLD,
+        help="what L2 holds at each timed call: cold (flushed, the default) or fed (flushed, then "
+        "dout written, as in a training step; the tuned side is then what GET /best?l2=fed serves)",
+    )
+    parser.add_argument(
         "--budget-s",
         type=float,
         default=450.0,
@@ -220,6 +227,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         triton_configs=TRITON_CONFIGS,
         reps=args.reps,
         hold_us=args.hold_us,
+        l2=args.l2,
         budget_s=args.budget_s,
         head_to_head=args.head_to_head,
         device_time=args.device_time,
@@ -322,7 +330,7 @@ class PeerBench:
         return time.perf_counter()
 
     def timed(self, launch: Callable[[], Any]) -> Any:
-        return self.device.time_calls(launch, self.session.flush, reps=self.plan.reps)
+        return self.device.time_calls(launch, self.session.timing_flush(), reps=self.plan.reps)
 
     def add(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
@@ -719,7 +727,7 @@ class PeerBench:
                     self.say(f"device time: {shape.key} {dtype.name} {peer} left out: {message[:300]}")
             names = list(sides)
             times = device_times(
-                self.device.trace_calls(sides, self.session.flush, DEVICE_CALLS), names, DEVICE_CALLS
+                self.device.trace_calls(sides, self.session.timing_flush(), DEVICE_CALLS), names, DEVICE_CALLS
             )
         except Exception as exc:
             message = recoverable(exc)
@@ -836,7 +844,7 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
     from tuner.gpus import default_label
 
     # Every timed call, the session's own (its kernels) included, goes through its flush and hold.
-    session = DeviceSession(reps=plan.reps, hold_us=plan.hold_us)
+    session = DeviceSession(reps=plan.reps, hold_us=plan.hold_us, l2=plan.l2)
     share_stream_with_torch(session.device.id)
     identity = session.identity
     label = args.gpu or default_label(identity.name)
@@ -850,6 +858,7 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
         "cuda_version": identity.cuda_version,
         "driver_version": identity.driver_version,
         "hold_us": plan.hold_us,
+        "l2": plan.l2,
     }
     return Device(
         session=session,
@@ -868,16 +877,18 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
     )
 
 
-def tuned_choices(results: Path | None, label: str, pairs: list[tuple[Shape, DType]], say) -> dict:
-    """(shape, dtype name) -> what the selection serves this GPU label from its own results
-    (exact, else nearest; None where nothing can serve). `results`: the directory read before
-    the bundled store (default: the user's results directory)."""
+def tuned_choices(
+    results: Path | None, label: str, pairs: list[tuple[Shape, DType]], say, l2: str = L2_COLD
+) -> dict:
+    """(shape, dtype name) -> what the selection serves this GPU label from its own results in
+    L2 state `l2` (exact, else nearest; None where nothing can serve). `results`: the directory
+    read before the bundled store (default: the user's results directory)."""
     from results.index import build_index
     from results.selection import select
     from results.store import load_results, read_dirs
 
     dirs = read_dirs(results)
-    index = build_index(load_results(dirs)[0])
+    index = build_index(load_results(dirs)[0]).in_state(l2)
     if label not in index.available_gpus():
         labels = ", ".join(index.available_gpus()) or "none"
         where = ", ".join(str(d) for d in dirs)
@@ -913,12 +924,12 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
     log(
         start,
         f"{device.name} (label {device.label}); {versions}; peak {peak or 'unknown'} GB/s; "
-        f"hold {plan.hold_us:.0f} us; out {args.out or '(none)'}",
+        f"hold {plan.hold_us:.0f} us; L2 {plan.l2}; out {args.out or '(none)'}",
     )
     from tuner.gpu import torch_peers
 
     torch_peers.configure_dynamo()
-    choices = tuned_choices(args.results, device.label, plan.pairs, lambda text: log(start, text))
+    choices = tuned_choices(args.results, device.label, plan.pairs, lambda text: log(start, text), plan.l2)
     kernels, failed = prepare_kernels(device.session, plan.pairs, choices, "llmc" in plan.groups)
     log(start, f"compiled {kernels} CUDA kernels ahead ({failed} failed)")
     bench = PeerBench(plan, device, start, choices=choices, peak_gbps=peak, out=args.out)

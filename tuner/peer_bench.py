@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from results.schema import DEFAULT_HOLD_US
+from results.schema import DEFAULT_HOLD_US, L2_COLD
 from tuner.presets import DEFAULT_SHAPES, MODELS
 from variants import DType, Shape
 from variants.family import BLOCK_SIZES
@@ -113,6 +113,7 @@ class Plan:
     triton_configs: int
     reps: int = 100
     hold_us: float = DEFAULT_HOLD_US
+    l2: str = L2_COLD  # what L2 holds at each timed call: flushed, or flushed and dout written
     budget_s: float = 450.0
     head_to_head: bool = True
     device_time: bool = True

@@ -48,6 +48,7 @@ class FakeSession:
     def __init__(self) -> None:
         self.flush = lambda: None
         self._buffers = None
+        self.timing_flush = lambda: self.flush
         self.measured = []
         self.releases = 0
 
@@ -559,3 +560,26 @@ def test_a_side_that_cannot_be_rebuilt_is_left_out_of_the_profile(script) -> Non
     assert device.trace_calls.seen == [[pb.COPY_PEER, pb.EMPTY_PEER, pb.TUNED_PEER, *others]]
     by_peer = {r["peer"]: r for r in bench.rows}
     assert math.isnan(by_peer[broken]["device_us"]) and by_peer[pb.TUNED_PEER]["device_us"] > 0
+
+
+def test_a_fed_run_times_every_call_after_the_sessions_timing_flush_and_says_so(
+    script, tmp_path: Path
+) -> None:
+    device = fake_device(script)
+    device.meta["l2"] = "fed"
+    flushes = []
+    device.session.timing_flush = lambda: flushes.append(1) or device.session.flush
+    out = tmp_path / "peers.parquet"
+    bench = bench_of(script, plan(groups=["eager"]), device=device, out=out)
+    assert bench.run() == 0
+    written = pd.read_parquet(out)
+    timed = written[(written["status"] == "ok") & (written["peer"] != pb.COPY_PEER)]
+    assert set(written["l2"]) == {"fed"} and len(flushes) == len(timed) == len(device.calls)
+
+
+def test_the_tuned_side_of_a_fed_run_is_what_best_l2_fed_serves(script) -> None:
+    shape, bf16 = Shape.parse("B=1,T=512,NH=32,NH_KV=8,HD=64"), DTYPES["bf16"]
+    cold = script.tuned_choices(None, "h200", [(shape, bf16)], print)[(shape, "bf16")]
+    fed = script.tuned_choices(None, "h200", [(shape, bf16)], print, "fed")[(shape, "bf16")]
+    assert (cold.group.l2, fed.group.l2) == ("cold", "fed")
+    assert cold.candidate.config != fed.candidate.config and fed.match == "exact"

@@ -141,6 +141,11 @@ class DeviceSession:
             self._buffers = (key, dout, dinp)
         return self._buffers[1], self._buffers[2]
 
+    def timing_flush(self) -> Callable[[], None]:
+        """What runs before each timed call: the flush and hold, then, where the session's L2
+        state is fed, a write of the current dout (`L2Flusher.feeding`)."""
+        return self.flush.feeding(self._buffers[1]) if self._buffers is not None else self.flush
+
     def release(self) -> None:
         self._buffers = None
         cp.get_default_memory_pool().free_all_blocks()
@@ -184,8 +189,7 @@ class DeviceSession:
             validation = self.run_checked(shape, dtype, launch)
             if not validation.ok:
                 return Measurement.failed(Status.WRONG_RESULT, validation.summary())
-            flush = self.flush.feeding(self.buffers(shape, dtype)[0])  # dout, where L2 is fed
-            timing: Timing = time_launches(launch, flush, reps=self.reps)
+            timing: Timing = time_launches(launch, self.timing_flush(), reps=self.reps)
         except Exception as exc:
             if not is_cuda_error(exc):
                 raise
