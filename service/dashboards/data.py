@@ -54,15 +54,15 @@ def row_shape(row: pd.Series | dict) -> Shape:
     return Shape(*(int(row[c]) for c in SHAPE_COLUMNS))
 
 
-def usable(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows the dashboards can place: timed cold (rows tuned with `--l2 fed` rank apart
-    and are served by `GET /best?l2=fed`, not drawn here), a GPU label, a known dtype, a family
-    and a status (non-empty strings) and a valid shape. Other rows are dropped, never a reason
-    to fail; the shape columns come back as int64."""
+def usable(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
+    """The rows the dashboards can place: timed in L2 state `l2` (cold by default: rows tuned
+    with `--l2 fed` rank apart, and only the overview's fed table reads them), a GPU label, a
+    known dtype, a family and a status (non-empty strings) and a valid shape. Other rows are
+    dropped, never a reason to fail; the shape columns come back as int64."""
     missing = [c for c in (*TEXT_COLUMNS, *SHAPE_COLUMNS) if c not in frame.columns]
     if missing or frame.empty:
         return frame.iloc[0:0] if missing else frame
-    keep = (l2_states(frame) == L2_COLD).to_numpy(dtype=bool, copy=True)
+    keep = (l2_states(frame) == l2).to_numpy(dtype=bool, copy=True)
     for column in TEXT_COLUMNS:
         keep &= _non_empty_text(frame[column])
     keep &= frame["dtype"].isin(list(variants.DTYPES)).to_numpy(dtype=bool, na_value=False)
@@ -137,13 +137,14 @@ def _current_source_hash(family: object) -> str | None:
     return found.source_hash if found is not None else None
 
 
-def overview(frame: pd.DataFrame) -> pd.DataFrame:
+def overview(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     """One row per GPU x shape x dtype: the winner, its time, GB/s, fraction of the copy,
     speed-up over llm.c's kernel1 at block 128, the number of trials, and `source_hash`: the
     family's current source (what /kernels serves; `source_current` says whether the time
-    was measured with it). Sorted by GPU, then shape (smallest first), then dtype."""
-    frame = usable(frame)
-    best = winners(frame)
+    was measured with it). Sorted by GPU, then shape (smallest first), then dtype. Of the
+    rows timed in L2 state `l2`."""
+    frame = usable(frame, l2)
+    best = winners(frame, l2)
     if best.empty:
         return pd.DataFrame(columns=OVERVIEW_COLUMNS)
     counts = frame.groupby(list(GROUP_COLUMNS)).size().rename("trials").reset_index()

@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from results.leave_one_out import TierQuality
+from results.schema import L2_COLD
 from variants import Shape
 
 STYLE = """
@@ -72,9 +73,10 @@ def shape_query(shape: Shape, dtype: str) -> dict[str, object]:
     return {**shape.as_dict(), "dtype": dtype}
 
 
-def best_url(gpu: str, shape: Shape, dtype: str) -> str:
-    """The recipe GET /best answers with for this GPU, shape and dtype."""
-    return "/best?" + urlencode({"gpu": gpu, **shape_query(shape, dtype)})
+def best_url(gpu: str, shape: Shape, dtype: str, l2: str = L2_COLD) -> str:
+    """The recipe GET /best answers with for this GPU, shape and dtype (in L2 state `l2`)."""
+    state = {} if l2 == L2_COLD else {"l2": l2}
+    return "/best?" + urlencode({"gpu": gpu, **shape_query(shape, dtype), **state})
 
 
 def kernel_url(source_hash: str) -> str:
@@ -107,9 +109,9 @@ def link(text: str, href: str) -> str:
     return f'<a href="{e(href)}">{e(text)}</a>'
 
 
-def winner_links(gpu: str, shape: Shape, dtype: str, source_hash: object) -> str:
+def winner_links(gpu: str, shape: Shape, dtype: str, source_hash: object, l2: str = L2_COLD) -> str:
     """'recipe' (GET /best) and 'source' (GET /kernels/{hash}) links of one winner."""
-    links = [f'<a class="recipe" href="{e(best_url(gpu, shape, dtype))}">recipe</a>']
+    links = [f'<a class="recipe" href="{e(best_url(gpu, shape, dtype, l2))}">recipe</a>']
     if isinstance(source_hash, str) and source_hash:
         links.append(f'<a class="source" href="{e(kernel_url(source_hash))}">source</a>')
     return " · ".join(links)
@@ -148,9 +150,10 @@ def _row_shape(row: object) -> Shape:
     return Shape(int(row.B), int(row.T), int(row.NH), int(row.NH_KV), int(row.HD))
 
 
-def overview_table(table: pd.DataFrame, compare: bool = True) -> str:
+def overview_table(table: pd.DataFrame, compare: bool = True, l2: str = L2_COLD) -> str:
     """The winners, one row per GPU, shape and dtype, each with links to its shape page,
-    its /best recipe, its kernel source and (with `compare`) the shape on every GPU."""
+    its /best recipe (in L2 state `l2`), its kernel source and (with `compare`) the shape on
+    every GPU."""
     if table.empty:
         return '<p class="note">No results loaded yet.</p>'
     rows = []
@@ -163,7 +166,7 @@ def overview_table(table: pd.DataFrame, compare: bool = True) -> str:
             f"<td>{e(row.dtype)}</td><td><code>{e(row.config_key)}</code>{stale}</td>"
             f"{_cell(row.time_ms, 4)}{_cell(row.gbps, 0)}{_cell(row.ratio_to_copy, 3)}"
             f"{_cell(row.speedup_vs_baseline, 2)}<td class='num'>{int(row.trials)}</td>"
-            f"<td>{winner_links(row.gpu, shape, row.dtype, row.source_hash)}</td>"
+            f"<td>{winner_links(row.gpu, shape, row.dtype, row.source_hash, l2)}</td>"
             + (f"<td>{link('all GPUs', gpus_url(shape, row.dtype))}</td>" if compare else "")
             + "</tr>"
         )

@@ -13,7 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 import variants
 from results.best import timed_as_served
 from results.index import StoreIndex, shape_tuple
-from results.schema import DEFAULT_HOLD_US, Status
+from results.schema import DEFAULT_HOLD_US, L2_FED, Status
 from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
 from service.api.errors import unprocessable
 from service.api.models import ErrorBody
@@ -144,6 +144,20 @@ def overview(index: IndexDep, gpu: GpuQuery = None, dtype: DtypeFilter = None) -
     )
     compare = len(index.by_gpu) > 1
     after = "<h2>Winners</h2>" + pages.overview_table(table.reset_index(drop=True), compare=compare)
+    fed = data.overview(index.frame, L2_FED)
+    if gpu is not None:
+        fed = fed[fed["gpu"] == gpu]
+    if dtype is not None:
+        fed = fed[fed["dtype"] == dtype]
+    if not fed.empty:
+        after += (
+            '<h2 id="fed">Tuned with dout in L2</h2><p class="note">Configurations tuned with '
+            "<code>python -m tuner --l2 fed</code>: each call timed after a kernel that writes "
+            "dout, as the kernel before it leaves L2 in a training step. They rank apart from the "
+            "winners above; GET /best?l2=fed and the PyTorch op serve them. The figures and the "
+            "other pages are of the cold rows.</p>"
+            + pages.overview_table(fed.reset_index(drop=True), False, L2_FED)
+        )
     figures = [draw.overview_ratio(table), draw.overview_speedup(table), draw.family_vs_best(families)]
     return _html(pages.page(title, body, figures, after))
 

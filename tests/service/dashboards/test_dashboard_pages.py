@@ -339,3 +339,22 @@ def test_rule_quality_note_gives_the_tiers_figures_or_why_there_are_none() -> No
     text = pages.rule_quality_note(none, "h200")
     assert "none of the 83 tuned" in text and "&lt;x&gt;" in text and "median" not in text
     assert pages.rule_quality_note(None, "h200") == ""
+
+
+def test_the_overview_lists_the_configurations_tuned_fed_apart_with_their_fed_recipes(tmp_path: Path) -> None:
+    rows = [
+        *h100_rows(),
+        trial("h100", S1, "bf16", "vec", VEC16, 0.0431, number=20, l2="fed"),
+    ]
+    write_table(rows, tmp_path, "run")
+    with make_client(tmp_path) as client:
+        assert client.app.state.store.wait_ready(30)
+        text = client.get("/dashboards").text
+        fp32 = client.get("/dashboards", params={"dtype": "fp32"}).text
+        fed_recipe = "/best?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16&l2=fed"
+        assert fed_recipe in hrefs(text)
+        answer = client.get(fed_recipe).json()["answers"][0]
+    winners, fed = text.split('<h2 id="fed">')
+    assert "0.0431" not in winners and "0.0431" in fed and fed.count("<tr>") == 2  # head + one row
+    assert (answer["l2"], answer["kernel"]["family"]) == ("fed", "vec")
+    assert 'id="fed"' not in fp32  # nothing of that dtype was tuned fed
