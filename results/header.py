@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 import variants
 from results.index import StoreIndex
 from results.recipe import GRID_LIMIT
+from results.schema import L2_COLD, L2_FED
 from results.selection import GENERIC_BLOCK, Choice, generic_configs, serving, source_gpus
 from variants import DType, Family, Shape
 
@@ -64,6 +65,7 @@ class Row:
     time_ms: float
     ratio_to_copy: float | None
     baseline_ms: float | None
+    l2: str = L2_COLD  # the L2 state its configuration was tuned in (results.schema.L2_STATES)
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,7 @@ def export_table(
                 time_ms=candidate.time_ms,
                 ratio_to_copy=candidate.ratio_to_copy,
                 baseline_ms=group.baseline_ms,
+                l2=group.l2,
             )
         )
     summary = index.gpus.get(measured)
@@ -309,6 +312,11 @@ def render_header(table: ExportTable) -> str:
         if table.gpu != table.measured_gpu
         else ""
     )
+    fed = sum(row.l2 == L2_FED for row in table.rows)
+    if fed:  # export --l2 fed: rows tuned for dout already in L2, as in a training step
+        fallback += (
+            f"\n// {fed} rows were tuned with dout just written (python -m tuner --l2 fed), the rest cold."
+        )
     return HEADER_TEMPLATE.format(
         gpu=table.measured_gpu,
         names=names,

@@ -587,8 +587,13 @@ def test_export_l2_fed_writes_the_winners_tuned_fed(tmp_path: Path, capsys) -> N
     for state in ("cold", "fed"):
         assert main(["export", "--format", "json", "--results", str(tmp_path), "--l2", state]) == 0
         (row,) = json.loads(capsys.readouterr().out)["rows"]
-        families[state] = row["family"]
-    assert families == {"cold": "split", "fed": "vec"}
+        families[state] = (row["family"], row["l2"])
+    assert families == {"cold": ("split", "cold"), "fed": ("vec", "fed")}
+    assert main(["export", "--results", str(tmp_path), "--l2", "fed"]) == 0
+    assert (
+        "// 1 rows were tuned with dout just written (python -m tuner --l2 fed); the rest"
+        in capsys.readouterr().out
+    )
 
 
 def test_best_l2_fed_prints_the_winners_tuned_fed(tmp_path: Path, capsys) -> None:
