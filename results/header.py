@@ -315,7 +315,7 @@ def render_header(table: ExportTable) -> str:
     fed = sum(row.l2 == L2_FED for row in table.rows)
     if fed:  # export --l2 fed: rows tuned for dout already in L2, as in a training step
         fallback += (
-            f"\n// {fed} rows were tuned with dout just written (python -m tuner --l2 fed), the rest cold."
+            f"\n// Tuned with dout just written (python -m tuner --l2 fed): {fed} of {len(table.rows)} rows."
         )
     return HEADER_TEMPLATE.format(
         gpu=table.measured_gpu,
