@@ -43,3 +43,20 @@ def test_torch_bf16_tensor(repkv) -> None:
     assert dinp.dtype == torch.bfloat16 and dinp.shape == (shape.B, shape.T, shape.heads_in, shape.HD)
     expected = fp32_sum_cat(dout, *shape.as_dict().values())
     torch.testing.assert_close(dinp.float(), expected.float(), rtol=2**-7, atol=1e-5)
+
+
+def test_l2_fed_chooses_the_fed_winner_where_the_shape_was_tuned_fed() -> None:
+    import cupy as cp
+
+    from tuner.gpu.api import TunedRepkv
+    from variants.reference import random_input, validate_output
+
+    shape, bf16 = Shape(1, 512, 32, 8, 64), DTYPES["bf16"]
+    cold, fed = TunedRepkv(), TunedRepkv(l2="fed")
+    chosen = fed.choice(shape, bf16)
+    assert chosen.group.l2 == "fed" and chosen.candidate.config != cold.choice(shape, bf16).candidate.config
+    dout = random_input(shape, bf16, cp, seed=3)
+    result = validate_output(fed(dout, *shape.as_dict().values(), dtype="bf16"), dout, shape, bf16, cp)
+    assert result.ok, result.summary()
+    with pytest.raises(ValueError, match="unknown L2 state"):
+        TunedRepkv(l2="warm")

@@ -9,6 +9,8 @@ dtype="bf16") or any DLPack tensor such as a torch.Tensor (float32, float16 or b
 the result is of the same kind. The configuration is the one the service would answer with:
 this GPU's exact tuned shape, else its nearest tuned shape whose configuration serves this
 shape (`results.selection.select`, with other GPUs' results when this GPU has none).
+`TunedRepkv(l2="fed")` chooses as `GET /best?l2=fed` does: for dout just written by the kernel
+before, as in a training step.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import cupy as cp
 
 from results.index import StoreIndex, build_index
+from results.schema import L2_COLD
 from results.selection import Choice, select
 from results.store import load_results, read_dirs
 from tuner.gpu.kernels import Kernels
@@ -39,9 +42,9 @@ class NoConfiguration(LookupError):
 
 
 class TunedRepkv:
-    def __init__(self, results: Path | None = None, gpu: str | None = None):
+    def __init__(self, results: Path | None = None, gpu: str | None = None, l2: str = L2_COLD):
         frame, _ = load_results(read_dirs(results))
-        self.index: StoreIndex = build_index(frame)
+        self.index: StoreIndex = build_index(frame).in_state(l2)  # ValueError for an unknown state
         self.device = cp.cuda.Device()
         self.identity = read_identity(self.device)
         self.gpu = gpu or default_label(self.identity.name)
