@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from enum import Enum
+from typing import Literal, get_args
 
 import pandas as pd
 import pyarrow as pa
@@ -124,9 +125,9 @@ COPY_FASTEST = "fastest"
 # The L2 states a trial can be timed in (the `l2` column). Rows of one state are ranked, served
 # and compared among themselves alone (`results.best.ok_rows`): which configuration wins
 # differs between them (up to 20% at 9-75 MB on the H200).
-L2_COLD = "cold"
-L2_FED = "fed"
-L2_STATES = (L2_COLD, L2_FED)
+L2State = Literal["cold", "fed"]
+L2_STATES: tuple[str, ...] = get_args(L2State)
+L2_COLD, L2_FED = L2_STATES
 
 
 def l2_states(rows: pd.DataFrame) -> pd.Series:

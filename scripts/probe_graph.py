@@ -53,7 +53,6 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ["REPKV_L2"] = "cold"  # `tuned` is the op as served cold; `tuned:fed` the fed ranking
 
 from results.schema import DEFAULT_HOLD_US  # noqa: E402
 from tuner.peer_bench import BENCH_SHAPES  # noqa: E402
@@ -175,6 +174,7 @@ def main() -> int:
         dtypes = [get_dtype(name) for name in args.dtype.split(",")]
     except ValueError as exc:
         parser.error(str(exc))
+    os.environ["REPKV_L2"] = "cold"  # `tuned`, the op as served cold (read when it is imported, below)
     try:
         import cupy as cp
         import torch

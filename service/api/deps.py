@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import Depends, Query, Request
 
 import variants
 from results.index import StoreIndex
+from results.schema import L2State
 from service.api.errors import NotReady, unprocessable
 from service.live_store import ResultsStore
 from variants import DType, Shape
@@ -61,7 +62,7 @@ GpuQuery = Annotated[
     str | None, Query(min_length=1, max_length=64, description="GPU label as given to the tuner, e.g. h100")
 ]
 L2Query = Annotated[
-    Literal["cold", "fed"],
+    L2State,
     Query(
         description="what L2 holds when the kernel starts: cold (the tuner's default), or fed (dout "
         "just written by the kernel before, as in a training step: tuned with `--l2 fed`); a shape "

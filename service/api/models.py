@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from results.schema import L2State
+
 
 class ShapeModel(BaseModel):
     B: int
@@ -130,7 +132,7 @@ class BestAnswer(BaseModel):
     )
     distance: float = Field(description="0 for an exact match; see the service's README section")
     rank: int = Field(description="0 when the tuned shape's winner is served, n for its n-th runner-up")
-    l2: Literal["cold", "fed"] = Field(
+    l2: L2State = Field(
         "cold",
         description="the L2 state the configuration was tuned in: cold (flushed before each call), or "
         "fed (dout written just before, as in a training step); l2=fed is answered from the fed "

@@ -119,10 +119,8 @@ class _Launchers:
     def index(self):
         if self._index is None:
             from results.index import build_index
-            from results.schema import check_l2
             from results.store import load_results, read_dirs
 
-            check_l2(L2)  # REPKV_L2 names a state, or the first call says which do
             frame, report = load_results(read_dirs(self.results))
             self._index = build_index(frame, report)
         return self._index
@@ -146,7 +144,8 @@ class _Launchers:
             gpu = default_label(name)
         except InvalidGpuLabel:
             gpu = ""
-        index = self.index().in_state(L2)  # REPKV_L2's rankings, where the shape was tuned so
+        # REPKV_L2's rankings where the shape was tuned so (an unknown state: ValueError here)
+        index = self.index().in_state(L2)
         listed = shortlist(index, gpu, shape, dtype, other_gpus=True) if gpu else []
         major, minor = torch.cuda.get_device_capability(device)
         listed = [c for c in listed if runs_on(c.candidate.config, 10 * major + minor)]  # borrowed ones

@@ -148,9 +148,9 @@ async def best(
     dtype were tuned on that GPU; otherwise "nearest" names the tuned shape the configuration
     comes from, its tier and distance, and `rule_quality` how nearest answers of that tier did
     when each tuned shape of the GPU was left out and answered from the others (see
-    `/rule-quality`). Measured figures are those of the tuned shape. With `l2=fed`, the
-    configurations tuned with dout already in L2 (`python -m tuner --l2 fed`) where the GPU
-    has any; `l2` in each answer says which state it was measured in.
+    `/rule-quality`). Measured figures are those of the tuned shape. With `l2=fed`, each
+    tuned shape's ranking with dout already in L2 (`python -m tuner --l2 fed`) where it has
+    one, its cold ranking otherwise; `l2` in each answer says which.
     """
     bodies = _BODIES.get(index)
     if bodies is None:
