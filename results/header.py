@@ -3,7 +3,8 @@
 
 The table holds one row per tuned (dtype, NH, NH_KV, HD, B*T) of the GPU: the configuration
 `results.selection.select` serves for that tuned shape, or, where that is of a family whose
-grid is not a function of B*T alone (bulk, tile), the fastest of that shape whose grid is.
+grid is not a function of B*T alone (bulk's depends on the GPU), the fastest of that shape
+whose grid is.
 Kernels depend on B and T only through B*T, so where two tuned shapes share a B*T the first in
 (B, T) order is kept. At run time the header applies the rule of `GET /best` within the rows of
 the requested dtype and head layout (tier 0): the row of the same B*T, else the nearest by
@@ -12,10 +13,10 @@ the requested dtype and head layout (tier 0): the row of the same B*T, else the 
 a generic configuration: `vec` at block 256 with the widest vector that divides HD, else
 `gather`.
 
-A row's launch is data, not code: grid = sum over its terms (a, b) of ceil(B*T*a / b) (the
-family's `grid_terms`), and its kernel instantiations are listed per range of B*T (the
-32-bit-index instantiation up to the B*T where an index could pass 2^31, the 64-bit one
-beyond), found by asking the family for its name expression at each B*T.
+A row's launch is data, not code: grid = sum over its terms (scale, a, b) of
+scale * ceil(B*T*a / b) (the family's `grid_terms`), and its kernel instantiations are listed
+per range of B*T (the 32-bit-index instantiation up to the B*T where an index could pass 2^31,
+the 64-bit one beyond), found by asking the family for its name expression at each B*T.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from results.index import StoreIndex
 from results.recipe import GRID_LIMIT
 from results.schema import L2_COLD, L2_FED
 from results.selection import GENERIC_BLOCK, Choice, generic_configs, serving, source_gpus
-from variants import DType, Family, Shape
+from variants import DType, Family, GridTerm, Shape
 
 # B*T past which no row is asked about: far beyond any memory (2^40 tokens).
 MAX_TOKENS = 2**40
@@ -60,7 +61,7 @@ class Row:
     family: str
     config_key: str
     block: int
-    grid_terms: tuple[tuple[int, int], ...]
+    grid_terms: tuple[GridTerm, ...]
     segments: tuple[Segment, ...]
     time_ms: float
     ratio_to_copy: float | None
@@ -137,7 +138,7 @@ def segments(family: Family, shape: Shape, dtype: DType, config: variants.Config
     return tuple(found)
 
 
-def _grid_terms(choice: Choice) -> tuple[tuple[int, int], ...] | None:
+def _grid_terms(choice: Choice) -> tuple[GridTerm, ...] | None:
     candidate = choice.candidate
     return candidate.family.grid_terms(choice.group.shape, choice.group.dtype, candidate.config.values)
 
@@ -166,7 +167,7 @@ def export_table(
         if key in seen:
             continue
         # The group's fastest configuration whose grid is a function of B*T alone (a family
-        # without grid_terms, such as bulk's or tile's, cannot serve other B*T from the header).
+        # without grid_terms, such as bulk, cannot serve other B*T from the header).
         launchable = ((c, _grid_terms(c)) for c in serving([group], shape, dtype))
         choice, terms = next(((c, t) for c, t in launchable if t is not None), (None, None))
         if choice is None:
@@ -240,17 +241,18 @@ def generic_expressions(dtype: DType) -> list[tuple[int, str]]:
 def _row_table(rows: Sequence[Row]) -> str:
     lines = []
     for n, row in enumerate(rows):
-        terms = list(row.grid_terms) + [(0, 1)] * (2 - len(row.grid_terms))
+        terms = list(row.grid_terms) + [GridTerm(0, 0, 1)] * (2 - len(row.grid_terms))
         ends = [s.max_tokens for s in row.segments] + [0] * (2 - len(row.segments))
         ratio = f"{row.ratio_to_copy:.3f}x copy" if row.ratio_to_copy else "copy not timed"
         lines.append(
             f"    /* {n:3d} {row.dtype} {row.tuned_shape}: {row.config_key}, "
             f"{row.time_ms:.4f} ms, {ratio} */\n"
             f"    {{{_CTYPE_ID[row.dtype]}, {row.NH}, {row.NH_KV}, {row.HD}, {row.tokens}LL, {row.block}, "
-            f"{len(row.grid_terms)}, {{{terms[0][0]}LL, {terms[1][0]}LL}}, "
-            f"{{{terms[0][1]}LL, {terms[1][1]}LL}}, {len(row.segments)}, {{{ends[0]}LL, {ends[1]}LL}}}},"
+            f"{len(row.grid_terms)}, {{{terms[0].scale}LL, {terms[1].scale}LL}}, "
+            f"{{{terms[0].a}LL, {terms[1].a}LL}}, {{{terms[0].b}LL, {terms[1].b}LL}}, "
+            f"{len(row.segments)}, {{{ends[0]}LL, {ends[1]}LL}}}},"
         )
-    return "\n".join(lines) if lines else "    {-1, 0, 0, 0, 0, 0, 0, {0, 0}, {1, 1}, 0, {0, 0}},"
+    return "\n".join(lines) if lines else "    {-1, 0, 0, 0, 0, 0, 0, {0, 0}, {0, 0}, {1, 1}, 0, {0, 0}},"
 
 
 def _launchers(rows: Sequence[Row]) -> str:
@@ -303,7 +305,7 @@ def render_header(table: ExportTable) -> str:
     )
     runner_up = (
         f"\n// {table.runner_up_rows} rows serve their shape's fastest configuration whose grid is a"
-        "\n// function of B*T alone, not the tuned winner (of bulk or tile)."
+        "\n// function of B*T alone, not the tuned winner (of bulk, whose grid depends on the GPU)."
         if table.runner_up_rows
         else ""
     )
@@ -363,13 +365,13 @@ namespace repkv_tuned {{
 
 {kernels}
 
-// One tuned (dtype, NH, NH_KV, HD, B*T): grid = sum_i ceil(B*T * a[i] / b[i]); instantiation
-// k (of nseg) serves B*T <= seg_end[k].
+// One tuned (dtype, NH, NH_KV, HD, B*T): grid = sum_i scale[i] * ceil(B*T * a[i] / b[i]);
+// instantiation k (of nseg) serves B*T <= seg_end[k].
 struct Row {{
     int dtype, NH, NH_KV, HD;
     long long tokens;
     int block, nterms;
-    long long a[2], b[2];
+    long long scale[2], a[2], b[2];
     int nseg;
     long long seg_end[2];
 }};
@@ -404,7 +406,7 @@ inline int serving(int r, long long tokens, long long* grid) {{
     for (int k = 0; k < row.nseg; k++) {{
         if (tokens <= row.seg_end[k]) {{
             long long g = 0;
-            for (int i = 0; i < row.nterms; i++) g += cdiv(tokens * row.a[i], row.b[i]);
+            for (int i = 0; i < row.nterms; i++) g += row.scale[i] * cdiv(tokens * row.a[i], row.b[i]);
             if (g > {grid_limit}LL) return -1;
             *grid = g;
             return k;
@@ -490,7 +492,7 @@ def plan(table: ExportTable, dtype: str, shape: Shape) -> Plan:
             continue
         for k, segment in enumerate(row.segments):
             if tokens <= segment.max_tokens:
-                grid = sum(-(-tokens * a // b) for a, b in row.grid_terms)
+                grid = sum(term.blocks(tokens) for term in row.grid_terms)
                 if grid <= GRID_LIMIT:
                     best, best_distance = Plan(r * 2 + k, r, grid, row.block), d
                 break

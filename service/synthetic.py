@@ -39,6 +39,7 @@ FAMILY_EFFICIENCY = {
     "split": 0.90,
     "tile": 0.89,
     "bulk": 0.89,
+    "flat": 0.82,
 }
 VEC_EFFICIENCY = {4: 0.72, 8: 0.9, 16: 1.0}
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)

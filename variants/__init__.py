@@ -6,12 +6,13 @@ touches the device is `tuner/gpu/` (`tuner.gpu.api` calls a tuned kernel from Py
 
 from __future__ import annotations
 
-from variants import bulk, gather, naive, split, tile, vec, warp_per_head
+from variants import bulk, flat, gather, naive, split, tile, vec, warp_per_head
 from variants.dtypes import DTYPES, DType, UnknownDType, get_dtype
 from variants.family import (
     KERNEL_ARGUMENTS,
     Config,
     Family,
+    GridTerm,
     InvalidConfig,
     Launch,
     Param,
@@ -19,7 +20,8 @@ from variants.family import (
 from variants.shape import InvalidShape, Shape
 
 FAMILIES: dict[str, Family] = {
-    module.FAMILY.name: module.FAMILY for module in (naive, gather, vec, warp_per_head, split, tile, bulk)
+    module.FAMILY.name: module.FAMILY
+    for module in (naive, gather, vec, warp_per_head, split, tile, bulk, flat)
 }
 
 BASELINE = Config.of("naive", **naive.BASELINE_PARAMS)
@@ -76,6 +78,7 @@ __all__ = [
     "Config",
     "DType",
     "Family",
+    "GridTerm",
     "InvalidConfig",
     "InvalidShape",
     "Launch",

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from variants.dtypes import DType
 from variants.shape import INT32_MAX, Shape
@@ -71,6 +71,17 @@ class Launch:
     block: int
 
 
+class GridTerm(NamedTuple):
+    """One term of a grid that depends on the shape only through B*T: scale * ceil(B*T * a / b)."""
+
+    scale: int
+    a: int
+    b: int
+
+    def blocks(self, tokens: int) -> int:
+        return self.scale * ceil_div(tokens * self.a, self.b)
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -91,8 +102,8 @@ class Family(abc.ABC):
     - `launch(shape, dtype, p, sm_count)`: the grid and block (abstract);
     - `reject(shape, dtype, p)`: why the family cannot serve (shape, dtype) with p, or
       None (optional; by default every point of the space serves every shape);
-    - `grid_terms(shape, dtype, p)`: the grid as data, pairs (a, b) with grid =
-      sum(ceil(B*T * a / b)), for a grid that depends on the shape only through B*T
+    - `grid_terms(shape, dtype, p)`: the grid as data, `GridTerm`s (scale, a, b) with grid =
+      sum(scale * ceil(B*T * a / b)), for a grid that depends on the shape only through B*T
       (optional; the llm.c header export serves such a family at any B*T of a tuned head
       layout, and leaves out rows of a family without it);
     - `min_compute_capability`: the oldest GPU it runs on, as 10*major + minor (optional;
@@ -140,10 +151,8 @@ class Family(abc.ABC):
         """Why this family cannot serve (shape, dtype) with params p, or None if it can."""
         return None
 
-    def grid_terms(
-        self, shape: Shape, dtype: DType, p: Mapping[str, Any]
-    ) -> tuple[tuple[int, int], ...] | None:
-        """`launch`'s grid as sum(ceil(B*T * a / b)) over the pairs (a, b), or None."""
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...] | None:
+        """`launch`'s grid as sum(scale * ceil(B*T * a / b)) over its terms, or None."""
         return None
 
     @property

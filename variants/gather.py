@@ -11,6 +11,7 @@ from variants.family import (
     LOAD_HINTS,
     STORE_HINTS,
     Family,
+    GridTerm,
     Launch,
     Param,
     ceil_div,
@@ -37,8 +38,8 @@ class Gather(Family):
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(ceil_div(shape.dinp_numel, p["block"]), p["block"])
 
-    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
-        return ((shape.heads_in * shape.HD, p["block"]),)
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
+        return (GridTerm(1, shape.heads_in * shape.HD, p["block"]),)
 
 
 FAMILY = Gather()

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from variants.dtypes import DType
-from variants.family import BLOCK_SIZES, INT32_MAX, Family, Launch, Param, ceil_div
+from variants.family import BLOCK_SIZES, INT32_MAX, Family, GridTerm, Launch, Param, ceil_div
 from variants.shape import Shape
 
 
@@ -27,8 +27,8 @@ class Naive(Family):
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(ceil_div(shape.dout_numel, p["block"]), p["block"])
 
-    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
-        return ((3 * shape.NH * shape.HD, p["block"]),)
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
+        return (GridTerm(1, 3 * shape.NH * shape.HD, p["block"]),)
 
 
 FAMILY = Naive()

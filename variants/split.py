@@ -12,6 +12,7 @@ from variants.family import (
     LOAD_HINTS,
     STORE_HINTS,
     Family,
+    GridTerm,
     Launch,
     Param,
     ceil_div,
@@ -69,11 +70,11 @@ class Split(Family):
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(sum(self.blocks(shape, dtype, p)), p["block"])
 
-    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
         words_per_head = shape.HD * dtype.itemsize // p["vec_bytes"]
         return (
-            (shape.NH * words_per_head, p["block"] * p["items"]),
-            (2 * shape.NH_KV * words_per_head, p["block"] * self.kv_items(shape, p)),
+            GridTerm(1, shape.NH * words_per_head, p["block"] * p["items"]),
+            GridTerm(1, 2 * shape.NH_KV * words_per_head, p["block"] * self.kv_items(shape, p)),
         )
 
 

@@ -11,6 +11,7 @@ from variants.family import (
     LOAD_HINTS,
     STORE_HINTS,
     Family,
+    GridTerm,
     Launch,
     Param,
     ceil_div,
@@ -111,6 +112,9 @@ class Tile(Family):
 
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(shape.heads_in * ceil_div(shape.tokens, p["tokens"]), p["block"])
+
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
+        return (GridTerm(shape.heads_in, 1, p["tokens"]),)
 
 
 FAMILY = Tile()

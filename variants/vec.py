@@ -11,6 +11,7 @@ from variants.family import (
     LOAD_HINTS,
     STORE_HINTS,
     Family,
+    GridTerm,
     Launch,
     Param,
     ceil_div,
@@ -47,8 +48,8 @@ class VecFamily(Family):
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(ceil_div(self.words(shape, dtype, p), p["block"]), p["block"])
 
-    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
-        return ((shape.heads_in * shape.HD * dtype.itemsize // p["vec_bytes"], p["block"]),)
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
+        return (GridTerm(1, shape.heads_in * shape.HD * dtype.itemsize // p["vec_bytes"], p["block"]),)
 
 
 FAMILY = VecFamily()

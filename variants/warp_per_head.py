@@ -10,6 +10,7 @@ from variants.family import (
     LOAD_HINTS,
     STORE_HINTS,
     Family,
+    GridTerm,
     Launch,
     Param,
     ceil_div,
@@ -42,8 +43,8 @@ class WarpPerHead(Family):
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
         return Launch(ceil_div(shape.tokens * shape.heads_in, p["warps"]), 32 * p["warps"])
 
-    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
-        return ((shape.heads_in, p["warps"]),)
+    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
+        return (GridTerm(1, shape.heads_in, p["warps"]),)
 
 
 FAMILY = WarpPerHead()

@@ -96,7 +96,7 @@ def test_plan_follows_the_selection_rule_within_a_tuned_layout() -> None:
             assert choice.group.shape.tokens == row.tokens
             group, candidate, recipe = choice.group, choice.candidate, choice.recipe
             if candidate.family.grid_terms(group.shape, group.dtype, candidate.config.values) is None:
-                # a winner of bulk or tile: the row holds the group's fastest with grid terms
+                # a winner of bulk: the row holds the group's fastest with grid terms
                 candidate = next(
                     c
                     for c in group.candidates
@@ -108,9 +108,27 @@ def test_plan_follows_the_selection_rule_within_a_tuned_layout() -> None:
             assert (got.grid, got.block) == (recipe.grid, recipe.block)
             assert table.rows[got.row].segments[got.kernel % 2].name_expression == recipe.name_expression
             checked += 1
-    assert checked >= 100 and demoted  # the bundled store holds tile winners the header demotes
-    assert table.runner_up_rows > 0
-    assert f"// {table.runner_up_rows} rows serve their shape's fastest configuration" in render_header(table)
+    assert checked >= 100 and demoted == table.runner_up_rows
+    # tile's grid, heads_in * ceil(B*T / tokens), is launch data: its winners serve from the header
+    tiles = [r for r in table.rows if r.family == "tile"]
+    assert tiles and all(len(r.grid_terms) == 1 and r.grid_terms[0].a == 1 for r in tiles)
+
+
+def test_a_bulk_winner_is_served_by_its_shapes_fastest_launchable_runner_up() -> None:
+    bulk = {"block": 128, "groups": 2, "stages": 3, "blocks_per_sm": 2, "l2": "evict_first"}
+    index = build_index(
+        pd.DataFrame(
+            [
+                trial("h100", S1, "bf16", "bulk", bulk, 0.07, number=0),
+                trial("h100", S1, "bf16", "split", SPLIT16, 0.08, number=1),
+                trial("h100", S1, "bf16", "vec", VEC16, 0.09, number=2),
+            ]
+        )
+    )
+    table = export_table(index, "h100")
+    assert [r.family for r in table.rows] == ["split"] and table.runner_up_rows == 1
+    assert "// 1 rows serve their shape's fastest configuration whose grid is a" in render_header(table)
+    assert "rows serve their shape's fastest" not in render_header(export_table(synthetic_index(), "h100"))
 
 
 def test_untuned_layouts_get_the_generic_configuration() -> None:

@@ -55,8 +55,12 @@ def test_grid_is_a_block_per_head_and_tile_of_tokens() -> None:
     odd = Shape(3, 7, 28, 4, 256)  # 21 tokens, 36 dinp heads
     assert TILE.geometry(odd, BF16, tile(tokens=4), 132).grid == 36 * ceil_div(21, 4)
     assert TILE.geometry(odd, BF16, tile(block=64, tokens=1), 132).block == 64
-    # no grid_terms: a grid of heads_in * ceil(B*T / tokens) is not a sum of two B*T terms
-    assert TILE.grid_terms(odd, BF16, tile().values) is None
+    # the header's launch data: heads_in * ceil(B*T / tokens), for any B*T of the layout
+    assert TILE.grid_terms(odd, BF16, tile(tokens=4).values) == ((36, 1, 4),)
+    longer = Shape(5, 999, 28, 4, 256)
+    assert sum(t.blocks(longer.tokens) for t in TILE.grid_terms(longer, BF16, tile(tokens=4).values)) == (
+        TILE.geometry(longer, BF16, tile(tokens=4), 132).grid
+    )
 
 
 def emulate(
