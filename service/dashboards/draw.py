@@ -22,6 +22,7 @@ FAMILY_COLORS = {
     "split": "#54A24B",
     "tile": "#72B7B2",
     "bulk": "#EECA3B",
+    "flat": "#FF9DA6",
 }
 GPU_PATTERNS = ("", "/", "x", ".", "\\", "+", "-", "|")
 COPY_COLOR = "#333333"
