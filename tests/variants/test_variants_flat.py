@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from kernel_ptx import kernel_ptx
 
 from variants import DTYPES, FAMILIES, Config, InvalidConfig, Shape
 from variants.family import ceil_div
@@ -91,18 +92,8 @@ def test_index_math_reproduces_the_reference(shape: Shape, hdv: int, block: int,
     np.testing.assert_allclose(got, reference(dout, shape).ravel(), rtol=1e-12)
 
 
-nvrtc = pytest.importorskip("variants.nvrtc")
-
-
 def ptx(config: Config, dtype=BF16, shape: Shape = SEED) -> str:
-    try:
-        nvrtc.nvrtc_version()
-    except nvrtc.NvrtcUnavailable as exc:  # pragma: no cover - CI installs the nvrtc extra
-        pytest.skip(str(exc))
-    (report,) = nvrtc.compile_expressions(FLAT, [FLAT.name_expression(shape, dtype, config)], keep_ptx=True)
-    assert report.ok and report.ptx, report.error
-    assert not report.spills
-    return report.ptx
+    return kernel_ptx(config, dtype, shape)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES.values()), ids=lambda d: d.name)

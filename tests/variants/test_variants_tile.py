@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from kernel_ptx import kernel_ptx
 
 from variants import DTYPES, FAMILIES, Config, Shape
 from variants.family import ceil_div
@@ -119,19 +120,8 @@ def test_index_math_reproduces_the_reference(
     np.testing.assert_allclose(got, reference(dout, shape).ravel(), rtol=1e-12)
 
 
-nvrtc = pytest.importorskip("variants.nvrtc")
-
-
 def ptx(config: Config, dtype=BF16, shape: Shape = SEED) -> str:
-    try:
-        nvrtc.nvrtc_version()
-    except nvrtc.NvrtcUnavailable as exc:  # pragma: no cover - CI installs the nvrtc extra
-        pytest.skip(str(exc))
-    expression = TILE.name_expression(shape, dtype, config)
-    (report,) = nvrtc.compile_expressions(TILE, [expression], keep_ptx=True)
-    assert report.ok and report.ptx, report.error
-    assert not report.spills
-    return report.ptx
+    return kernel_ptx(config, dtype, shape)
 
 
 def divisions(text: str) -> list[str]:
