@@ -33,6 +33,7 @@ from results.recipe import GRID_LIMIT
 from results.schema import L2_COLD, L2_FED
 from results.selection import GENERIC_BLOCK, Choice, generic_configs, serving, source_gpus
 from variants import DType, Family, GridTerm, Shape
+from variants.family import grid_size
 
 # B*T past which no row is asked about: far beyond any memory (2^40 tokens).
 MAX_TOKENS = 2**40
@@ -492,7 +493,7 @@ def plan(table: ExportTable, dtype: str, shape: Shape) -> Plan:
             continue
         for k, segment in enumerate(row.segments):
             if tokens <= segment.max_tokens:
-                grid = sum(term.blocks(tokens) for term in row.grid_terms)
+                grid = grid_size(row.grid_terms, tokens)
                 if grid <= GRID_LIMIT:
                     best, best_distance = Plan(r * 2 + k, r, grid, row.block), d
                 break

@@ -9,9 +9,10 @@ from typing import Any
 import variants
 from results.index import Candidate
 from variants import DType, Shape
+from variants.family import MAX_GRID
 
 # CUDA's limit on gridDim.x; a configuration that would need more blocks cannot launch.
-GRID_LIMIT = 2**31 - 1
+GRID_LIMIT = MAX_GRID
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,10 @@ class Config:
         return f"{self.family}[{inner}]"
 
 
+# CUDA's limit on gridDim.x.
+MAX_GRID = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class Launch:
     grid: int
@@ -80,6 +84,16 @@ class GridTerm(NamedTuple):
 
     def blocks(self, tokens: int) -> int:
         return self.scale * ceil_div(tokens * self.a, self.b)
+
+
+def grid_size(terms: tuple[GridTerm, ...], tokens: int) -> int:
+    """The grid that `terms` give at B*T = tokens."""
+    return sum(term.blocks(tokens) for term in terms)
+
+
+def vector_words(shape: Shape, dtype: DType, vec_bytes: int) -> int:
+    """Words of vec_bytes in one head of HD elements (vector_reject checks they divide)."""
+    return shape.HD * dtype.itemsize // vec_bytes
 
 
 def ceil_div(a: int, b: int) -> int:

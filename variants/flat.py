@@ -10,18 +10,19 @@ from typing import Any
 from variants.dtypes import DType
 from variants.family import (
     LOAD_HINTS,
+    MAX_GRID,
     STORE_HINTS,
     Family,
     GridTerm,
     Launch,
     Param,
-    ceil_div,
+    grid_size,
     hint_codes,
     index_type,
     vector_reject,
+    vector_words,
 )
 from variants.shape import Shape
-from variants.tile import MAX_GRID
 
 
 class Flat(Family):
@@ -36,10 +37,6 @@ class Flat(Family):
         Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),
         Param("store", STORE_HINTS, "global store: plain or __stcs"),
     )
-
-    @staticmethod
-    def words_per_head(shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
-        return shape.HD * dtype.itemsize // p["vec_bytes"]
 
     def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
         reason = vector_reject(shape, dtype, p["vec_bytes"])
@@ -64,7 +61,7 @@ class Flat(Family):
         return [
             dtype.ctype,
             str(p["vec_bytes"]),
-            str(self.words_per_head(shape, dtype, p)),
+            str(vector_words(shape, dtype, p["vec_bytes"])),
             str(shape.heads_in),
             str(shape.nrep),
             str(p["block"]),
@@ -74,11 +71,11 @@ class Flat(Family):
         ]
 
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
-        words = shape.tokens * shape.heads_in * self.words_per_head(shape, dtype, p)
-        return Launch(ceil_div(words, p["block"] * p["words"]), p["block"])
+        return Launch(grid_size(self.grid_terms(shape, dtype, p), shape.tokens), p["block"])
 
     def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
-        return (GridTerm(1, shape.heads_in * self.words_per_head(shape, dtype, p), p["block"] * p["words"]),)
+        words_per_token = shape.heads_in * vector_words(shape, dtype, p["vec_bytes"])
+        return (GridTerm(1, words_per_token, p["block"] * p["words"]),)
 
 
 FAMILY = Flat()

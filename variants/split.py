@@ -19,6 +19,7 @@ from variants.family import (
     hint_codes,
     index_type,
     vector_reject,
+    vector_words,
 )
 from variants.shape import Shape
 
@@ -44,7 +45,7 @@ class Split(Family):
         return max(1, p["items"] // shape.nrep)
 
     def blocks(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[int, int]:
-        words_per_head = shape.HD * dtype.itemsize // p["vec_bytes"]
+        words_per_head = vector_words(shape, dtype, p["vec_bytes"])
         q_words = shape.tokens * shape.NH * words_per_head
         kv_words = shape.tokens * 2 * shape.NH_KV * words_per_head
         q_blocks = ceil_div(q_words, p["block"] * p["items"])
@@ -55,7 +56,7 @@ class Split(Family):
         q_blocks, kv_blocks = self.blocks(shape, dtype, p)
         per_block = p["block"] * max(p["items"], self.kv_items(shape, p))
         largest = max((q_blocks + kv_blocks) * per_block, shape.dout_numel)
-        words_per_head = shape.HD * dtype.itemsize // p["vec_bytes"]
+        words_per_head = vector_words(shape, dtype, p["vec_bytes"])
         return [
             dtype.ctype,
             str(p["vec_bytes"]),
@@ -71,7 +72,7 @@ class Split(Family):
         return Launch(sum(self.blocks(shape, dtype, p)), p["block"])
 
     def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
-        words_per_head = shape.HD * dtype.itemsize // p["vec_bytes"]
+        words_per_head = vector_words(shape, dtype, p["vec_bytes"])
         return (
             GridTerm(1, shape.NH * words_per_head, p["block"] * p["items"]),
             GridTerm(1, 2 * shape.NH_KV * words_per_head, p["block"] * self.kv_items(shape, p)),

@@ -9,15 +9,18 @@ from typing import Any
 from variants.dtypes import DType
 from variants.family import (
     LOAD_HINTS,
+    MAX_GRID,
     STORE_HINTS,
     Family,
     GridTerm,
     Launch,
     Param,
     ceil_div,
+    grid_size,
     hint_codes,
     index_type,
     vector_reject,
+    vector_words,
 )
 from variants.shape import Shape
 
@@ -32,8 +35,6 @@ MAX_LIVE_REGISTERS = 128
 ORDERS = ("tile_fastest", "head_fastest")
 # Where the head layout comes from: the kernel's arguments, or its template (HEADS_C > 0).
 HEAD_LAYOUTS = ("runtime", "compiled")
-# CUDA's limit on gridDim.x.
-MAX_GRID = 2**31 - 1
 
 
 class Tile(Family):
@@ -59,13 +60,9 @@ class Tile(Family):
         Param("store", STORE_HINTS, "global store: plain or __stcs"),
     )
 
-    @staticmethod
-    def words_per_head(shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
-        return shape.HD * dtype.itemsize // p["vec_bytes"]
-
     @classmethod
     def words_per_thread(cls, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
-        return ceil_div(p["tokens"] * cls.words_per_head(shape, dtype, p), p["block"])
+        return ceil_div(p["tokens"] * vector_words(shape, dtype, p["vec_bytes"]), p["block"])
 
     @classmethod
     def live_registers(cls, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
@@ -76,7 +73,7 @@ class Tile(Family):
         reason = vector_reject(shape, dtype, p["vec_bytes"])
         if reason:
             return reason
-        words = p["tokens"] * self.words_per_head(shape, dtype, p)
+        words = p["tokens"] * vector_words(shape, dtype, p["vec_bytes"])
         if 2 * words < p["block"]:
             return f"a tile of {p['tokens']} tokens is {words} words: most of {p['block']} threads would idle"
         per = self.words_per_thread(shape, dtype, p)
@@ -99,7 +96,7 @@ class Tile(Family):
         return [
             dtype.ctype,
             str(p["vec_bytes"]),
-            str(self.words_per_head(shape, dtype, p)),
+            str(vector_words(shape, dtype, p["vec_bytes"])),
             str(shape.nrep),
             str(p["tokens"]),
             str(p["block"]),
@@ -111,7 +108,7 @@ class Tile(Family):
         ]
 
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
-        return Launch(shape.heads_in * ceil_div(shape.tokens, p["tokens"]), p["block"])
+        return Launch(grid_size(self.grid_terms(shape, dtype, p), shape.tokens), p["block"])
 
     def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
         return (GridTerm(shape.heads_in, 1, p["tokens"]),)
