@@ -17,7 +17,7 @@ extern "C" __global__ void hold_ns(unsigned long long ns) {
 
 # The two ways to copy on the device. cudaMemcpyAsync is what most code calls, but on the H200
 # it took up to 1.35x the time of this 16-byte kernel at byte counts that are not multiples of a
-# large power of two (odd token counts: `results/benchmarks/h200_hbm_floor_odd.log`); so the
+# large power of two (odd token counts: `docs/runs/h200_hbm_floor_odd.log`); so the
 # copy a kernel is held to is the faster of the two (results.schema.COPY_FASTEST in the rows).
 COPY_METHODS = ("memcpy", "kernel")
 COPY_BLOCK = 256

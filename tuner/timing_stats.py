@@ -10,7 +10,7 @@ import numpy as np
 # A held call's window is the GPU's alone when the CPU enqueues calls well ahead of the GPU. On
 # the H200 a torch.compile'd call took 100-210 us of CPU to issue against about 200 us of GPU per
 # call (flush, 150 us hold, call), and its windows ran up to 4% short of those under a 1000 us
-# hold (results/benchmarks/h200_graph_probe.log): so the CPU must enqueue a call in at most
+# hold (docs/runs/h200_graph_probe.log): so the CPU must enqueue a call in at most
 # 1/HEADROOM of the GPU's time per call, or the calls are timed again with a longer hold.
 HEADROOM = 2.0
 
