@@ -3,7 +3,7 @@
 forward and backward, bf16) timed three ways in one process on the same data:
 
     repeat_kv   HF-style replication with PyTorch ops (expand + reshape), then SDPA
-    repkv_op    this project's op (tuner.gpu.torch_op.repkv: index_select forward, tuned backward)
+    repkv_op    this project's op (repkv_tune.ops.repkv: index_select forward, tuned backward)
     sdpa_gqa    no replication: SDPA with enable_gqa=True
 
 each in eager mode, under torch.compile (dynamic=False, reset between sizes) and replayed as
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.gpu.torch_op import LAUNCHERS, repkv, repkv_backward, served
+from repkv_tune.ops import LAUNCHERS, repkv, repkv_backward, served
 
 # (B, T, NH, NH_KV, HD)
 SIZES = [(4, 2048, 32, 8, 128), (8, 2048, 14, 2, 64), (2, 2048, 64, 8, 128)]

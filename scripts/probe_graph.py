@@ -4,7 +4,7 @@ the tuned kernel against the peers of the smallest shapes, where their event win
 For each shape and dtype, every side validated first against a float64 reference:
 
 - `tuned`: the configuration served cold (REPKV_L2=cold) through
-  `tuner.gpu.torch_op.repkv_backward(out=...)`;
+  `repkv_tune.ops.repkv_backward(out=...)`;
 - `compile[default]:<f>`, `compile[max-autotune]:<f>`: `torch.compile` (dynamic=False) of the
   slice/sum/cat and repeat_kv formulations, the latter mode "max-autotune-no-cudagraphs";
 - `triton:autotune`: the autotuned Triton kernel of tuner/gpu/triton_peer.py;
@@ -189,7 +189,7 @@ def main() -> int:
     from tuner.gpu.kernels import CompileError, Kernels
     from tuner.gpu.peers import as_storage, share_stream_with_torch
     from tuner.gpu.timing import L2Flusher, time_windows
-    from tuner.gpu.torch_op import reference_backward, repkv_backward
+    from repkv_tune.ops import reference_backward, repkv_backward
     from tuner.gpu.torch_peers import (
         TORCH_DTYPES,
         compile_formulation,

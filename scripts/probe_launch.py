@@ -7,7 +7,7 @@ than the tuned kernel's by up to 0.6 us while the profiler gives both kernels th
 duration. The sides here:
 
 - `cupy`: the served configuration launched by CuPy's RawKernel (the benchmark's `tuned` row);
-- `op`: the same kernel through `tuner.gpu.torch_op.repkv_backward(dout, NH_KV, out=...)`,
+- `op`: the same kernel through `repkv_tune.ops.repkv_backward(dout, NH_KV, out=...)`,
   what training code calls (cuLaunchKernel through CuPy's driver binding, on torch's stream);
 - `compile`: `torch.compile` (default mode) of the slice/sum/cat formulation;
 - `empty_cupy`, `empty_triton`: an empty kernel launched by CuPy and by Triton.
@@ -71,7 +71,7 @@ def main() -> int:
     from tuner.gpu.peers import as_torch, share_stream_with_torch
     from tuner.gpu.session import DeviceSession
     from tuner.gpu.timing import empty_launch
-    from tuner.gpu.torch_op import repkv_backward
+    from repkv_tune.ops import repkv_backward
     from tuner.gpu.torch_peers import compile_formulation, configure_dynamo, sum_cat
     from tuner.kernel_trace import device_times
 

@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 
 from results.schema import COPY_FASTEST  # noqa: E402
 from results.store import load_results  # noqa: E402
-from tuner.gpu import op_race, torch_op  # noqa: E402
-from tuner.gpu.torch_op import reference_backward, repkv, repkv_backward, served  # noqa: E402
+from repkv_tune import ops as torch_op, race as op_race  # noqa: E402
+from repkv_tune.ops import reference_backward, repkv, repkv_backward, served  # noqa: E402
 from tuner.gpus import default_label  # noqa: E402
 from tuner.race import RACE_MARGIN  # noqa: E402
 
@@ -232,7 +232,7 @@ def test_the_op_serves_shapes_tuned_fed_their_fed_winner_unless_repkv_l2_is_cold
     assert fed_key != cold_key
     code = (
         "import torch\n"
-        "from tuner.gpu.torch_op import repkv_backward, served\n"
+        "from repkv_tune.ops import repkv_backward, served\n"
         "for B, T, HD in ((1, 512, 64), (8, 1024, 128)):\n"
         "    dout = torch.randn(B, T, 3, 32, HD, device='cuda', dtype=torch.bfloat16)\n"
         "    repkv_backward(dout, 8)\n"

@@ -130,7 +130,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
 def test_no_package_imports_cupy() -> None:
     modules = ["variants", "results", "results.store", "results.best", "tuner", "tuner.cli", "tuner.study"]
     modules += ["tuner.parser", "tuner.replay", "tuner.replay_eval", "tuner.report", "tuner.storage"]
-    modules += ["tuner.check", "tuner.gpu", "tuner.gpu.runner", "tuner.gpu.worker", "tuner.gpu.torch_op"]
+    modules += ["tuner.check", "tuner.gpu", "tuner.gpu.runner", "tuner.gpu.worker", "repkv_tune.ops"]
     modules += ["tuner.gpu.torch_peers", "tuner.gpu.triton_peer", "tuner.race", "tuner.race_record"]
     modules += ["tuner.warm_start", "tuner.known_rows", "tuner.study_plan"]
     if (ROOT / "service" / "__init__.py").exists():

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tuner.gpu.torch_op import reference_backward, repkv, repkv_backward  # noqa: E402
+from repkv_tune.ops import reference_backward, repkv, repkv_backward  # noqa: E402
 
 
 def repeat_kv(x: torch.Tensor, nrep: int) -> torch.Tensor:

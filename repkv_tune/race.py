@@ -2,7 +2,7 @@
 timed on the device (fresh random dout, L2 flushed before every call and the GPU held
 RACE_HOLD_US after it, as the tuner times; median of RACE_REPS), the
 decision left to `tuner.race`, and, where the user allows it, the measurements recorded as trial
-rows of this process's own run (`tuner.race_record`). `tuner.gpu.torch_op` calls `race` once
+rows of this process's own run (`tuner.race_record`). `repkv_tune.ops` calls `race` once
 per (shape, dtype, device) and keeps the winner."""
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_FED
 from tuner.race import run_race
 
 if TYPE_CHECKING:
-    from tuner.gpu.torch_op import _Launcher
+    from repkv_tune.launcher import Launcher
     from tuner.race import RaceResult
     from tuner.race_record import RaceRecorder
     from tuner.runner import GpuIdentity
     from variants import DType, Shape
 
-log = logging.getLogger("tuner.gpu.torch_op")
+log = logging.getLogger("repkv_tune.ops")
 
 RACE = os.environ.get("REPKV_RACE", "1") != "0"
 # The L2 state the op's configurations are chosen (and its races timed) in: fed by default, as
@@ -91,13 +91,13 @@ class _RaceBench:
                 samples.append(start.elapsed_time(stop))
         return samples
 
-    def launch(self, launcher: _Launcher) -> None:
+    def launch(self, launcher: Launcher) -> None:
         launcher(self.dinp.data_ptr(), self.dout.data_ptr(), self.stream.cuda_stream)
 
-    def time(self, launcher: _Launcher) -> list[float]:
+    def time(self, launcher: Launcher) -> list[float]:
         return self.samples(lambda: self.launch(launcher))
 
-    def check(self, launcher: _Launcher) -> None:
+    def check(self, launcher: Launcher) -> None:
         """One launch into a NaN-poisoned dinp, every element compared with the float64
         reference (`variants.reference.validate_output`, the tuner's validator); raises
         WrongResult when any differs."""
@@ -152,7 +152,7 @@ def _storage(tensor: torch.Tensor, cp):
     return cp.from_dlpack(tensor)
 
 
-def race(launchers: list[_Launcher], shape: Shape, dtype: DType, device: int, gpu: str) -> _Launcher:
+def race(launchers: list[Launcher], shape: Shape, dtype: DType, device: int, gpu: str) -> Launcher:
     """Time each candidate on fresh input (L2 flushed before every call; median of
     RACE_REPS) and keep the fastest for the process (`tuner.race`: the served configuration
     stays unless another beats it by more than RACE_MARGIN; a candidate that fails is
@@ -171,18 +171,18 @@ def race(launchers: list[_Launcher], shape: Shape, dtype: DType, device: int, gp
 
 def _race_on(
     bench: _RaceBench,
-    launchers: list[_Launcher],
+    launchers: list[Launcher],
     shape: Shape,
     dtype: DType,
     device: int,
     gpu: str,
     recorder: RaceRecorder | None,
-) -> _Launcher:
+) -> Launcher:
     """The race on a bench (`_RaceBench`: `time`, `check`, `copy_ms`), recorded by
     `recorder` unless it is None."""
     unchecked: set[int] = set()  # ids of candidates whose check itself failed
 
-    def time_candidate(launcher: _Launcher) -> list[float]:
+    def time_candidate(launcher: Launcher) -> list[float]:
         if recorder is not None:
             _check_for_recording(bench, launcher, unchecked)
         return bench.time(launcher)
@@ -201,7 +201,7 @@ def _race_on(
     return winner
 
 
-def _check_for_recording(bench: _RaceBench, launcher: _Launcher, unchecked: set[int]) -> None:
+def _check_for_recording(bench: _RaceBench, launcher: Launcher, unchecked: set[int]) -> None:
     """Validate a candidate before its time is recorded: a wrong result raises (the race skips
     it, and its row says so); a check that cannot run (e.g. out of memory) leaves the
     candidate in the race but out of the rows, which claim a validated output."""
@@ -227,7 +227,7 @@ def _copy_ms_or_none(bench: _RaceBench) -> float | None:
 
 
 def _race_rows(
-    result: RaceResult[_Launcher],
+    result: RaceResult[Launcher],
     shape: Shape,
     dtype: DType,
     device: int,

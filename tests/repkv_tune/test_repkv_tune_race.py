@@ -1,8 +1,11 @@
-"""tuner.gpu.op_race without a GPU: a race on fake timings keeps the fastest, records validated
+"""repkv_tune.race without a GPU: a race on fake timings keeps the fastest, records validated
 rows that the store reads back, never breaks the call when it cannot write, and records only
 where the user allows it."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,8 +36,8 @@ class FakeBench:
 
 
 def _fake_launchers():
+    from repkv_tune.launcher import Launcher as _Launcher
     from results.selection import generic_configs
-    from tuner.gpu.torch_op import _Launcher
     from variants import DTYPES
 
     return [
@@ -44,7 +47,7 @@ def _fake_launchers():
 
 
 def _race_on(bench, launchers, recorder):
-    from tuner.gpu.op_race import _race_on
+    from repkv_tune.race import _race_on
     from variants import DTYPES, Shape
 
     return _race_on(bench, launchers, Shape(3, 1000, 32, 8, 128), DTYPES["bf16"], 0, "h200", recorder)
@@ -52,9 +55,10 @@ def _race_on(bench, launchers, recorder):
 
 @pytest.fixture
 def known_device(monkeypatch):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tuner"))
     import tuner_fakes as F
 
-    from tuner.gpu import op_race
+    from repkv_tune import race as op_race
 
     monkeypatch.setattr(op_race, "_IDENTITIES", {0: F.IDENTITY})
 
@@ -101,7 +105,8 @@ def test_a_recording_that_cannot_write_does_not_break_the_call(tmp_path, known_d
 
 
 def test_recording_is_off_by_default_and_switched_by_env_or_call(tmp_path, monkeypatch) -> None:
-    from tuner.gpu import op_race, torch_op
+    from repkv_tune import ops as torch_op
+    from repkv_tune import race as op_race
 
     monkeypatch.setattr(op_race, "_RECORD", None)
     monkeypatch.delenv("REPKV_RECORD", raising=False)

@@ -3,7 +3,7 @@ replicated to every query head (custom or older kernels, llm.c ports). Attention
 handles grouped-query itself (`F.scaled_dot_product_attention(..., enable_gqa=True)`) needs
 no replication at all: see the README's step-time table before using this.
 
-    from tuner.gpu.torch_op import repkv, repkv_backward
+    from repkv_tune import repkv, repkv_backward
     qkv = proj(x).view(B, T, NH + 2 * NH_KV, HD)
     q, k, v = repkv(qkv, NH, NH_KV).unbind(2)       # (B, T, 3, NH, HD); backward is tuned
     dinp = repkv_backward(dout, NH_KV)               # the backward alone; out= to reuse memory
@@ -21,7 +21,7 @@ captured operation. CPU and float64 tensors take a plain PyTorch path (for tests
 gradcheck). This module imports cupy only on a CUDA call; importing it needs torch alone.
 
 A shape nobody tuned races its shortlist on the first call (`tuner.race` decides, from
-CUDA-event timings taken by `tuner.gpu.op_race`; REPKV_RACE=0 turns it off, and nothing races during graph
+CUDA-event timings taken by `repkv_tune.race`; REPKV_RACE=0 turns it off, and nothing races during graph
 capture). With REPKV_RECORD=1 or `record_races()` the race's measurements are written as
 trial rows of this process's own run (`tuner.race_record`), which later loads serve from.
 
@@ -32,21 +32,20 @@ elsewhere); REPKV_L2=cold chooses by the cold rankings alone.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from tuner.gpu.op_race import L2, RACE, record_races
-from tuner.gpu.op_race import race as _race
+from repkv_tune.launcher import Launcher, compile_launcher
+from repkv_tune.race import L2, RACE, record_races
+from repkv_tune.race import race as _race
 from variants.family import ALIGNMENT
 
 if TYPE_CHECKING:
-    from variants import Config
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -78,41 +77,13 @@ def reference_backward(dout: torch.Tensor, NH_KV: int) -> torch.Tensor:
 
 
 # --- the tuned CUDA path ---------------------------------------------------------------------
-@dataclass
-class _Launcher:
-    """One (shape, dtype, device): the kernel's handle, its geometry and its argument block
-    (dinp and dout pointers, then B, T, NH, NH_KV, HD) packed once; a call writes the two
-    pointers and launches."""
-
-    function: int  # CUfunction
-    grid: int
-    block: int
-    config_key: str
-    config: Config
-    served_from: str  # "exact", "nearest", "raced", "generic"
-    _keep: tuple  # the module and ctypes objects the addresses point into
-    race: tuple[tuple[str, float], ...] = ()  # (configuration, median ms) when raced
-
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-
-    def __call__(self, dinp_ptr: int, dout_ptr: int, stream: int) -> None:
-        from cupy.cuda import driver
-
-        pointers, params = self._keep[1], self._keep[2]
-        with self._lock:  # the argument block is shared; the launch copies it
-            pointers[0].value = dinp_ptr
-            pointers[1].value = dout_ptr
-            driver.launchKernel(self.function, self.grid, 1, 1, self.block, 1, 1, 0, stream, params, 0)
-
-
-class _Launchers:
+class Launchers:
     """Launchers per (shape, dtype, device index), and the results index they are chosen
     from (loaded once, on the first CUDA call)."""
 
     def __init__(self, results: Path | None = None) -> None:
         self.results = results
-        self._by_key: dict[tuple, _Launcher] = {}
+        self._by_key: dict[tuple, Launcher] = {}
         self._index = None
         self._lock = threading.Lock()
 
@@ -125,7 +96,7 @@ class _Launchers:
             self._index = build_index(frame, report)
         return self._index
 
-    def get(self, key: tuple) -> _Launcher:
+    def get(self, key: tuple) -> Launcher:
         launcher = self._by_key.get(key)
         if launcher is None:
             with self._lock:
@@ -133,7 +104,7 @@ class _Launchers:
                 self._by_key[key] = launcher
         return launcher
 
-    def _build(self, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> _Launcher:
+    def _build(self, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> Launcher:
         from results.selection import generic_config, shortlist
         from tuner.gpus import InvalidGpuLabel, default_label
         from variants import Shape, get_dtype, runs_on
@@ -152,57 +123,27 @@ class _Launchers:
         if not listed:
             config = generic_config(shape, dtype)
             log.warning("nothing tuned serves %s %s on %s; using %s", shape, dtype.name, name, config.key)
-            return _compile(shape, dtype, config, device, "generic")
+            return compile_launcher(shape, dtype, config, device, "generic")
         if listed[0].group.gpu != gpu:
             log.warning(
                 "no results for %s; using %s's configurations for %s", gpu, listed[0].group.gpu, shape
             )
-        launchers = [_compile(shape, dtype, c.candidate.config, device, c.match) for c in listed]
+        launchers = [compile_launcher(shape, dtype, c.candidate.config, device, c.match) for c in listed]
         if len(launchers) == 1 or not RACE or torch.cuda.is_current_stream_capturing():
             return launchers[0]
         return _race(launchers, shape, dtype, device, gpu)
 
 
-def _compile(shape, dtype, config, device: int, served: str) -> _Launcher:
-    """Compile config's kernel for (shape, dtype) on the device and pack its arguments."""
-    import cupy as cp
-
-    from variants import get_family
-
-    family = get_family(config.family)
-    expression = family.name_expression(shape, dtype, config)
-    sm_count = torch.cuda.get_device_properties(device).multi_processor_count
-    launch = family.geometry(shape, dtype, config, sm_count)
-    with cp.cuda.Device(device):
-        module = cp.RawModule(
-            code=family.source, options=family.compile_options, name_expressions=[expression]
-        )
-        kernel = module.get_function(expression)
-        function = int(kernel.kernel.ptr)  # CuPy loads the module on the current device
-    pointers = (ctypes.c_void_p(0), ctypes.c_void_p(0))
-    ints = [ctypes.c_int(v) for v in (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)]
-    slots = (ctypes.c_void_p * 7)(*(ctypes.addressof(a) for a in (*pointers, *ints)))
-    return _Launcher(
-        function=function,
-        grid=int(launch.grid),
-        block=int(launch.block),
-        config_key=config.key,
-        config=config,
-        served_from=served,
-        _keep=(module, pointers, ctypes.addressof(slots), slots, ints, kernel),
-    )
-
-
 # Race the shortlisted configurations of an untuned shape on its first call (REPKV_RACE=0: no).
-LAUNCHERS = _Launchers()
+LAUNCHERS = Launchers()
 
 
 # (dout shape, dtype, device index, NH_KV) -> (launcher or None for B*T = 0, dinp shape): what
 # a call needs once its arguments were checked, found with one dictionary lookup.
-_PLANS: dict[tuple, tuple[_Launcher | None, tuple[int, int, int, int]]] = {}
+_PLANS: dict[tuple, tuple[Launcher | None, tuple[int, int, int, int]]] = {}
 
 
-def _plan(dout: torch.Tensor, NH_KV: int, device: int) -> tuple[_Launcher | None, tuple[int, int, int, int]]:
+def _plan(dout: torch.Tensor, NH_KV: int, device: int) -> tuple[Launcher | None, tuple[int, int, int, int]]:
     key = (dout.shape, dout.dtype, device, NH_KV)
     found = _PLANS.get(key)
     if found is None:
@@ -214,7 +155,7 @@ def _plan(dout: torch.Tensor, NH_KV: int, device: int) -> tuple[_Launcher | None
     return found
 
 
-def _launch(launcher: _Launcher | None, dinp: torch.Tensor, dout: torch.Tensor, device: int) -> None:
+def _launch(launcher: Launcher | None, dinp: torch.Tensor, dout: torch.Tensor, device: int) -> None:
     if launcher is None:
         return
     stream = torch._C._cuda_getCurrentRawStream(device)
@@ -320,7 +261,9 @@ def repkv_backward(dout: torch.Tensor, NH_KV: int, out: torch.Tensor | None = No
 
     On a plain CUDA tensor outside tracing it launches directly; under torch.compile, a
     dispatch mode or on the CPU it goes through the registered operator."""
-    if _eager_ok(dout):
+    # Dynamo reads is_compiling() as True and traces the operator; it never reaches the
+    # dispatch-stack query in _eager_ok, which it cannot trace (fullgraph=True would fail).
+    if not torch.compiler.is_compiling() and _eager_ok(dout):
         return _eager_backward(dout, NH_KV, out)
     if out is None:
         return torch.ops.repkv_tune.repkv_backward(dout, NH_KV)

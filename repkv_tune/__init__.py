@@ -1,0 +1,16 @@
+"""repkv-tune's Python API: the tuned kernels as PyTorch operators, for training code.
+
+    import repkv_tune
+    q, k, v = repkv_tune.repkv(qkv, NH, NH_KV).unbind(2)   # (B, T, 3, NH, HD); backward is tuned
+    dinp = repkv_tune.repkv_backward(dout, NH_KV)          # the backward alone; out= to reuse memory
+
+The distribution is `repkv-tune`, so `import repkv_tune` is the import a PyTorch user guesses;
+the tuner (`tuner`), the results store (`results`) and the service (`service`) stay apart from
+it. Importing this package needs torch; CuPy is imported on the first CUDA call.
+"""
+
+from __future__ import annotations
+
+from repkv_tune.ops import record_races, reference_backward, repkv, repkv_backward, served
+
+__all__ = ["record_races", "reference_backward", "repkv", "repkv_backward", "served"]
