@@ -1,7 +1,7 @@
 """Kernel variants of repkv backward: one `.cu` template and one descriptor per family.
 
 Importing this package never imports cupy: the descriptors are plain Python. The code that
-touches the device is `tuner/gpu/` (`tuner.gpu.api` calls a tuned kernel from Python).
+touches the device is `tuner/gpu/` (`repkv_tune` calls a tuned kernel from PyTorch).
 """
 
 from __future__ import annotations

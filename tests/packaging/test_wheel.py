@@ -142,7 +142,7 @@ def test_the_wheel_holds_every_package_and_the_data_they_read(install: Install) 
     names = set(zipfile.ZipFile(install.wheel).namelist())
     for module in ("service/api/app.py", "service/api/routes/best.py", "service/dashboards/draw.py"):
         assert module in names
-    assert {"tuner/gpu/api.py", "tuner/gpu/worker.py", "variants/common.cuh", "variants/split.cu"} <= names
+    assert {"repkv_tune/ops.py", "tuner/gpu/worker.py", "variants/common.cuh", "variants/split.cu"} <= names
     bundled = {n for n in names if n.startswith("results/data/") and n.endswith(".parquet")}
     assert len(bundled) == len(list((REPO / "results" / "data").rglob("*.parquet"))) > 0
     assert not any(n.startswith(("tests/", "scripts/", "docker/")) for n in names)
