@@ -1,6 +1,6 @@
 """The race a PyTorch op runs on the first call for a shape nobody tuned: the shortlist's kernels
 timed on the device (fresh random dout, L2 flushed before every call and the GPU held
-RACE_HOLD_US after it, as the tuner times; median of RACE_REPS), the
+RACE_HOLD_US after it, as the tuner times; median of RACE_REPS x RACE_ROUNDS, interleaved), the
 decision left to `tuner.race`, and, where the user allows it, the measurements recorded as trial
 rows of this process's own run (`tuner.race_record`). `repkv_tune.ops` calls `race` once
 per (shape, dtype, device) and keeps the winner."""
@@ -34,7 +34,10 @@ RACE = os.environ.get("REPKV_RACE", "1") != "0"
 # in a training step, where the kernel before (attention's backward) has just written dout;
 # REPKV_L2=cold for a call that starts from a cold L2 (results.schema.L2_STATES).
 L2 = os.environ.get("REPKV_L2", L2_FED)
-RACE_REPS = 7
+RACE_REPS = 7  # timed calls of a candidate per round, after one untimed call
+# Rounds of the race, every candidate once a round, interleaved (tuner.race.run_race): 35
+# samples a candidate, enough to tell apart two configurations 2% apart, in milliseconds.
+RACE_ROUNDS = 5
 # The GPU-side wait after each flush (tuner.gpu.timing.HOLD_SOURCE): the timed launch is queued
 # before the GPU reaches it, so a race times what the tuner times and its recorded rows rank
 # with the tuner's (RACE_REPS + 1 holds: about 1.2 ms per candidate).
@@ -153,12 +156,13 @@ def _storage(tensor: torch.Tensor, cp):
 
 
 def race(launchers: list[Launcher], shape: Shape, dtype: DType, device: int, gpu: str) -> Launcher:
-    """Time each candidate on fresh input (L2 flushed before every call; median of
-    RACE_REPS) and keep the fastest for the process (`tuner.race`: the served configuration
-    stays unless another beats it by more than RACE_MARGIN; a candidate that fails is
-    skipped). Takes milliseconds once compiled. When recording, each candidate's output is
-    validated before it is timed, a device copy of the same bytes is timed too, and the
-    measurements are written as rows of this process's race run."""
+    """Time each candidate on fresh input (L2 flushed before every call; median of RACE_REPS
+    calls in each of RACE_ROUNDS interleaved rounds) and keep the fastest for the process
+    (`tuner.race`: the served configuration stays unless another beats it by more than
+    RACE_MARGIN; a candidate that fails is skipped). Takes tens of milliseconds once compiled.
+    When recording, each candidate's output is validated before it is timed, a device copy
+    of the same bytes is timed too, and the measurements are written as rows of this
+    process's race run."""
     recorder = _recorder()
     with torch.cuda.device(device):
         stream = torch.cuda.Stream(device)
@@ -181,13 +185,15 @@ def _race_on(
     """The race on a bench (`_RaceBench`: `time`, `check`, `copy_ms`), recorded by
     `recorder` unless it is None."""
     unchecked: set[int] = set()  # ids of candidates whose check itself failed
+    checked: set[int] = set()  # ids of candidates validated (once, before their first round)
 
     def time_candidate(launcher: Launcher) -> list[float]:
-        if recorder is not None:
+        if recorder is not None and id(launcher) not in checked:
             _check_for_recording(bench, launcher, unchecked)
+            checked.add(id(launcher))
         return bench.time(launcher)
 
-    result = run_race(launchers, time_candidate, describe=lambda lch: lch.config_key)
+    result = run_race(launchers, time_candidate, describe=lambda lch: lch.config_key, rounds=RACE_ROUNDS)
     copy_ms = _copy_ms_or_none(bench) if recorder is not None and result.timed else None
     timings = ", ".join(f"{t.candidate.config_key} {t.median_ms:.4f} ms" for t in result.timed)
     log.info("raced %s for %s %s: %s", len(launchers), shape, dtype.name, timings or "every one failed")

@@ -95,22 +95,35 @@ def run_race(
     time_candidate: Callable[[C], Sequence[float]],
     margin: float = RACE_MARGIN,
     describe: Callable[[C], str] = str,
+    rounds: int = 1,
 ) -> RaceResult[C]:
-    """Time every candidate in shortlist order with `time_candidate` (candidate -> samples in
-    ms) and choose the winner by the rule above. A candidate whose timing raises an
-    Exception is skipped with a warning (`describe` names it in the log)."""
+    """Time the candidates with `time_candidate` (candidate -> samples in ms) in `rounds`
+    interleaved rounds, each round every candidate still in the race once, starting one
+    further along the shortlist than the round before, so slow drift of the GPU (clocks,
+    temperature) spreads over all of them instead of deciding between neighbours; then choose
+    the winner by the rule above, from each candidate's samples of every round. A candidate
+    whose timing raises an Exception is skipped with a warning (`describe` names it in the
+    log) and loses the samples of its earlier rounds."""
     if not candidates:
         raise ValueError("a race needs at least one candidate")
-    timed: list[Timed[C]] = []
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1; got {rounds}")
+    samples: dict[int, list[float]] = {position: [] for position in range(len(candidates))}
     failed: list[Failed[C]] = []
-    for position, candidate in enumerate(candidates):
-        try:
-            samples = usable_samples(time_candidate(candidate))
-        except Exception as exc:
-            log.warning("race: skipping %s: %s: %s", describe(candidate), type(exc).__name__, exc)
-            failed.append(Failed(candidate, position, exc))
-            continue
-        timed.append(Timed(candidate, position, samples))
+    for round_ in range(rounds):
+        for step in range(len(candidates)):
+            position = (round_ + step) % len(candidates)
+            if position not in samples:
+                continue
+            candidate = candidates[position]
+            try:
+                samples[position].extend(usable_samples(time_candidate(candidate)))
+            except Exception as exc:
+                log.warning("race: skipping %s: %s: %s", describe(candidate), type(exc).__name__, exc)
+                failed.append(Failed(candidate, position, exc))
+                del samples[position]
+    timed = [Timed(candidates[position], position, tuple(values)) for position, values in samples.items()]
+    failed.sort(key=lambda f: f.position)
     position = choose_winner(timed, margin).position if timed else 0
     if not timed:
         log.warning("race: every candidate failed; keeping %s", describe(candidates[0]))

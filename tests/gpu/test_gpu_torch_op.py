@@ -166,7 +166,7 @@ def test_a_recorded_race_writes_the_measurements_as_rows_of_its_own_run(recordin
     assert frame["run_id"].str.startswith(f"race-{gpu}-").all() and frame["run_id"].nunique() == 1
     assert set(map(tuple, frame[["B", "T", "NH", "NH_KV", "HD"]].to_numpy().tolist())) == {UNTUNED}
     assert (ok["copy_ms"] > 0).all() and (ok["ratio_to_copy"] > 0).all()
-    assert (ok["reps"] == op_race.RACE_REPS).all()
+    assert (ok["reps"] == op_race.RACE_REPS * op_race.RACE_ROUNDS).all()
     assert (frame["hold_us"] == op_race.RACE_HOLD_US).all()  # timed as the tuner times: ranked with its rows
     assert (frame["copy_method"] == COPY_FASTEST).all()  # and held to the tuner's copy
     medians = dict(zip(ok["config_key"], ok["time_ms"], strict=True))

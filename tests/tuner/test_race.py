@@ -127,3 +127,51 @@ def test_the_module_imports_neither_torch_nor_cupy() -> None:
     code = "import sys, tuner.race\nassert 'torch' not in sys.modules and 'cupy' not in sys.modules\n"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_rounds_interleave_the_candidates_starting_one_further_each_round() -> None:
+    time_candidate = timer({"a": [1.0], "b": [2.0], "c": [3.0]})
+    result = run_race(["a", "b", "c"], time_candidate, rounds=3)
+    assert time_candidate.calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert [len(t.samples) for t in result.timed] == [3, 3, 3]
+
+
+def drifting_gpu(base: dict[str, float], drift: float, reps: int):
+    """A GPU that runs `drift` slower after every sample: a candidate's samples are its base
+    time scaled by the clock at the moment each one is taken."""
+    clock = [0]
+
+    def time_candidate(candidate: str) -> list[float]:
+        samples = []
+        for _ in range(reps):
+            samples.append(base[candidate] * (1 + drift * clock[0]))
+            clock[0] += 1
+        return samples
+
+    return time_candidate
+
+
+def test_interleaved_rounds_tell_apart_two_configurations_2_percent_apart_under_drift() -> None:
+    base = {"served": 1.0, "faster": 0.98}  # 2% apart, the race's margin is 1%
+    one_block_each = run_race(["served", "faster"], drifting_gpu(base, 0.001, reps=35))
+    assert one_block_each.winner == "served"  # the drift decided: the later block looked slower
+    interleaved = run_race(["served", "faster"], drifting_gpu(base, 0.001, reps=1), rounds=35)
+    assert interleaved.winner == "faster"
+
+
+def test_a_candidate_that_fails_in_a_later_round_loses_its_samples() -> None:
+    calls = {"b": 0}
+
+    def time_candidate(candidate: str) -> list[float]:
+        if candidate == "b":
+            calls["b"] += 1
+            if calls["b"] == 2:
+                raise RuntimeError("launch failed")
+            return [0.5]
+        return [1.0]
+
+    result = run_race(["a", "b"], time_candidate, rounds=3)
+    assert result.winner == "a" and [f.position for f in result.failed] == [1]
+    assert [t.candidate for t in result.timed] == ["a"] and len(result.timed[0].samples) == 3
+    with pytest.raises(ValueError, match="rounds"):
+        run_race(["a"], time_candidate, rounds=0)
