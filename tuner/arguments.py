@@ -8,11 +8,14 @@ shapes of `--model` x `--batch` x `--seq` (`parse_shapes`).
 
 Numbers and paths are checked where argparse reads them (the `type=` functions below), so a
 bad one is a usage error naming the flag, never a traceback or a run that measures nothing.
+Every number flag takes one of these types: a float flag never takes NaN or an infinity, and
+each states its range.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -22,6 +25,8 @@ from tuner.presets import DEFAULT_BATCH, DEFAULT_SEQ, DEFAULT_SHAPES, UnknownMod
 from variants import DTYPES, InvalidShape, Shape
 
 SEED_MAX = 2**32 - 1  # NumPy's generators, which Optuna's samplers seed, take 0 .. 2^32-1
+HOUR_S = 3600.0  # the longest --trial-timeout, --heartbeat and --replay-delay
+WEEK_S = 7 * 24 * 3600.0  # the longest --timeout (per shape and dtype)
 _SHAPE_FIELDS = ("B", "T", "NH", "NH_KV", "HD")
 
 
@@ -117,11 +122,12 @@ def parse_archs(values: Iterable[str] | None, default: Sequence[str]) -> list[st
 
 # --- argparse types: a ValueError or ArgumentTypeError becomes "argument --flag: <message>" ----
 def _number(kind: type, text: str, what: str) -> int | float:
+    """`text` as `kind`; a float flag never takes NaN or an infinity (no flag means either)."""
     try:
         value = kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"takes {what}, not {text!r}") from None
-    if kind is float and value != value:  # NaN
+    if kind is float and not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"takes {what}, not {text!r}")
     return value
 
@@ -139,20 +145,35 @@ def _bounded(
         return value
 
     parse.__name__ = parse.__qualname__ = name
+    parse.kind = kind  # type: ignore[attr-defined]  # what tests look for: every float flag is one of these
     return parse
 
 
 positive_int = _bounded("positive_int", int, "a whole number of at least 1", lambda v: v >= 1)
 nonnegative_int = _bounded("nonnegative_int", int, "a whole number of at least 0", lambda v: v >= 0)
 seed = _bounded("seed", int, f"a whole number from 0 to {SEED_MAX}", lambda v: 0 <= v <= SEED_MAX)
-positive_seconds = _bounded("positive_seconds", float, "seconds above 0", lambda v: v > 0)
+positive_seconds = _bounded(
+    "positive_seconds", float, f"seconds above 0, at most {HOUR_S:g}", lambda v: 0 < v <= HOUR_S
+)
 # a limit that may be left out (no limit), never 0 or less: such a run measures nothing
-time_limit = _bounded("time_limit", float, "seconds above 0", lambda v: v > 0, " (leave it out for no limit)")
+time_limit = _bounded(
+    "time_limit",
+    float,
+    "seconds above 0",
+    lambda v: 0 < v <= WEEK_S,
+    f" (leave it out for no limit), at most {WEEK_S:g}",
+)
+# a wait that may be 0 (none)
+delay_seconds = _bounded("delay_seconds", float, f"seconds from 0 to {HOUR_S:g}", lambda v: 0 <= v <= HOUR_S)
+# a sign of life: the storages count whole seconds, and a worker silent for 4 is taken for dead
+heartbeat_seconds = _bounded(
+    "heartbeat_seconds", float, f"seconds from 1 to {HOUR_S:g}", lambda v: 1 <= v <= HOUR_S
+)
 nonnegative_fraction = _bounded(
     "nonnegative_fraction",
     float,
     "a fraction of at least 0, e.g. 0.02 for 2%",
-    lambda v: 0 <= v < float("inf"),
+    lambda v: v >= 0,
 )
 positive_number = _bounded("positive_number", float, "a number above 0", lambda v: v > 0)
 # a wait that may be 0 (none), never negative nor infinite

@@ -185,8 +185,6 @@ def cmd_tune(args: argparse.Namespace, runner: Runner | None = None, argv: Seque
     from tuner.interrupt import StopFlag, sigint_stops
     from tuner.pipeline import TuneError, tune
 
-    if args.replay_delay < 0 or args.heartbeat < 1:
-        raise UsageError("--replay-delay takes seconds >= 0 and --heartbeat seconds >= 1")
     if args.devices is not None:
         return cmd_fleet(args, argv)
     request = tune_request(args)

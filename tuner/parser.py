@@ -15,7 +15,9 @@ from results.schema import DEFAULT_HOLD_US, L2_COLD, L2_STATES
 from results.store import user_results_dir
 from tuner.arguments import (
     UsageError,
+    delay_seconds,
     directory,
+    heartbeat_seconds,
     microseconds,
     nonempty,
     nonnegative_fraction,
@@ -90,7 +92,7 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
     )
     g.add_argument(
         "--replay-delay",
-        type=float,
+        type=delay_seconds,
         default=0.0,
         metavar="S",
         help="with --replay: answer each trial after S seconds, as a GPU would take",
@@ -144,7 +146,7 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
     )
     o.add_argument(
         "--heartbeat",
-        type=float,
+        type=heartbeat_seconds,
         default=HEARTBEAT_S,
         metavar="S",
         help=f"seconds between a running trial's signs of life; a worker silent for 4 is taken for dead "

@@ -76,3 +76,47 @@ def test_argument_types_accept_their_range() -> None:
     assert A.nonnegative_fraction("0") == 0.0
     assert A.positive_int("3") == 3
     assert str(A.directory("results")) == "results"
+
+
+def _float_flags() -> list[tuple[str, str, object]]:
+    """(subcommand, flag, type) of every flag of `python -m tuner` that reads a float."""
+    from tuner.parser import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    flags = []
+    for command, subparser in sub.choices.items():
+        for action in subparser._actions:
+            kind = action.type
+            if kind is float or getattr(kind, "kind", None) is float:
+                flags.append((command, action.option_strings[-1], kind))
+    return flags
+
+
+def test_every_float_flag_reads_a_checked_type_that_refuses_nan_and_infinities() -> None:
+    flags = _float_flags()
+    names = {flag for _, flag, _ in flags}
+    assert {"--heartbeat", "--replay-delay", "--timeout", "--trial-timeout", "--hold-us"} <= names
+    assert {"--tolerance", "--target"} <= names
+    for command, flag, kind in flags:
+        assert kind is not float, f"{command} {flag} reads a bare float"
+        for text in ("nan", "NaN", "inf", "-inf", "infinity", "1e999", "-1e999"):
+            with pytest.raises(argparse.ArgumentTypeError, match=f"not '{text}'"):
+                kind(text)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "message"),
+    [
+        (A.heartbeat_seconds, "0.5", "seconds from 1 to 3600"),
+        (A.heartbeat_seconds, "3601", "seconds from 1 to 3600"),
+        (A.delay_seconds, "-0.1", "seconds from 0 to 3600"),
+        (A.delay_seconds, "1e9", "seconds from 0 to 3600"),
+        (A.positive_seconds, "1e300", "at most 3600"),
+        (A.time_limit, "1e300", "at most 604800"),
+    ],
+)
+def test_seconds_flags_state_their_range(kind, text: str, message: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=message):
+        kind(text)
+    assert A.heartbeat_seconds("1") == 1.0 and A.delay_seconds("0") == 0.0

@@ -292,6 +292,14 @@ def _refused(argv: list[str], capsys, runner=None) -> str:
         (["--trial-timeout", "0"], "argument --trial-timeout"),
         (["--hold-us", "-1"], "argument --hold-us: takes microseconds from 0"),
         (["--hold-us", "inf"], "argument --hold-us: takes microseconds from 0"),
+        (["--heartbeat", "nan"], "argument --heartbeat: takes seconds from 1 to 3600, not 'nan'"),
+        (["--heartbeat", "inf"], "argument --heartbeat: takes seconds from 1 to 3600, not 'inf'"),
+        (["--heartbeat", "0.5"], "argument --heartbeat: takes seconds from 1 to 3600, not 0.5"),
+        (["--replay-delay", "inf"], "argument --replay-delay: takes seconds from 0 to 3600, not 'inf'"),
+        (["--replay-delay", "nan"], "argument --replay-delay: takes seconds from 0 to 3600, not 'nan'"),
+        (["--replay-delay", "-1"], "argument --replay-delay: takes seconds from 0 to 3600, not -1"),
+        (["--trial-timeout", "inf"], "argument --trial-timeout: takes seconds above 0, at most 3600"),
+        (["--timeout=-inf"], "argument --timeout: takes seconds above 0, not '-inf'"),
         (["--trials", "0"], "argument --trials"),
         (["--device", "-1"], "argument --device"),
         (["--results", ""], "argument --results: needs a directory, not an empty string"),
@@ -339,6 +347,8 @@ def test_an_unreachable_postgresql_is_one_line_after_one_short_attempt(capsys, t
         (["--seeds", "0"], "argument --seeds"),
         (["--max-trials", "-3"], "argument --max-trials"),
         (["--target", "0"], "argument --target"),
+        (["--target", "inf"], "argument --target: takes a number above 0, not 'inf'"),
+        (["--tolerance", "nan"], "argument --tolerance: takes a fraction of at least 0"),
     ],
 )
 def test_a_bad_replay_eval_argument_is_one_line(
