@@ -14,8 +14,10 @@ cut short by a stop request (the trial then ends without a row).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from results.schema import DEFAULT_HOLD_US, L2_COLD, SHAPE_COLUMNS, Status, holds, l2_states
@@ -27,10 +29,6 @@ from variants import FAMILIES, Config, DType, Family, Shape
 
 class NoRecording(ValueError):
     """The recording holds nothing for what was asked."""
-
-
-def _shape_of(row: pd.Series) -> Shape:
-    return Shape(**{c: int(row[c]) for c in SHAPE_COLUMNS})
 
 
 def recorded_labels(frame: pd.DataFrame) -> list[str]:
@@ -76,7 +74,7 @@ class ReplayRunner(Runner):
             l2=l2,
             copy_method=_recorded_mode(rows, "copy_method"),
         )
-        self._answers: dict[tuple[str, str, str], Measurement] = {}
+        self._answers: dict[GroupKey, dict[str, Measurement]] = {}
         self._copies: dict[GroupKey, float] = {}
         self.shapes: dict[GroupKey, Shape] = {}
         self._index(rows)
@@ -91,17 +89,16 @@ class ReplayRunner(Runner):
         return cls(frame, gpu, delay_s=delay_s, l2=l2)
 
     def _index(self, rows: pd.DataFrame) -> None:
-        groups = rows.groupby([*SHAPE_COLUMNS, "dtype"], sort=True)
-        for (*dims, dtype), group in groups:
-            shape = Shape(**dict(zip(SHAPE_COLUMNS, (int(d) for d in dims), strict=True)))
-            gkey = (shape.key, str(dtype))
-            self.shapes[gkey] = shape
-            copies = group["copy_ms"].dropna()
-            copies = copies[copies.map(math.isfinite) & (copies > 0)]
-            if not copies.empty:
-                self._copies[gkey] = float(copies.median())
-            for config_key, measured in group.groupby("config_key", sort=False):
-                self._answers[(*gkey, str(config_key))] = _answer(measured)
+        """Every recorded answer and copy time, at once (a recording holds thousands of
+        configurations: a pass per configuration took half a minute for the bundled one)."""
+        keys, self.shapes = _group_keys(rows)
+        self._answers = {gkey: {} for gkey in sorted(self.shapes)}
+        copies = pd.to_numeric(rows["copy_ms"], errors="coerce").to_numpy(float, na_value=np.nan)
+        timed = np.isfinite(copies) & (copies > 0)
+        medians = pd.Series(copies[timed]).groupby(keys[timed].to_numpy()).median()
+        self._copies = {gkey: float(ms) for gkey, ms in medians.items()}
+        for gkey, config_key, answer in _answers(rows, keys):
+            self._answers[gkey][config_key] = answer
 
     def runnable_families(self, shape: Shape, dtype: DType) -> dict[str, Family]:
         """The families the recording measured for (shape, dtype): a replay explores only what
@@ -116,8 +113,7 @@ class ReplayRunner(Runner):
 
     def recorded(self, shape: Shape, dtype: DType) -> dict[str, Measurement]:
         """config key -> answer, for one (shape, dtype)."""
-        prefix = (shape.key, dtype.name)
-        return {k[2]: m for k, m in self._answers.items() if k[:2] == prefix}
+        return dict(self._answers.get((shape.key, dtype.name), {}))
 
     def copy_time(self, shape: Shape, dtype: DType) -> float:
         try:
@@ -130,7 +126,7 @@ class ReplayRunner(Runner):
     def measure(self, shape: Shape, dtype: DType, config: Config) -> Measurement:
         if self.stop.sleep(self.delay_s):
             raise TrialInterrupted
-        answer = self._answers.get((shape.key, dtype.name, config.key))
+        answer = self._answers.get((shape.key, dtype.name), {}).get(config.key)
         if answer is None:
             self.missing[(shape.key, dtype.name)] += 1
             return Measurement.failed(Status.MISSING, f"{config.key} is not in the recording")
@@ -169,19 +165,54 @@ def _recorded_mode(rows: pd.DataFrame, column: str) -> str | None:
     return str(values.mode().iloc[0]) if len(values) else None
 
 
-def _answer(measured: pd.DataFrame) -> Measurement:
-    """The recorded answer for one configuration: the median of its ok measurements, or its
-    latest failure when it never ran correctly."""
-    ok = measured[measured["status"] == Status.OK]
-    if not ok.empty:
-        median = ok.sort_values("time_ms").iloc[(len(ok) - 1) // 2]
-        return Measurement(
-            status=Status.OK,
-            message=str(median["message"] or ""),
-            time_ms=float(median["time_ms"]),
-            p20_ms=float(median["p20_ms"]) if pd.notna(median["p20_ms"]) else math.nan,
-            p80_ms=float(median["p80_ms"]) if pd.notna(median["p80_ms"]) else math.nan,
-            reps=int(median["reps"]) if pd.notna(median["reps"]) else 0,
+def _group_keys(rows: pd.DataFrame) -> tuple[pd.Series, dict[GroupKey, Shape]]:
+    """Each row's (shape key, dtype), as the runner files its answers, and each one's shape."""
+    dims = list(zip(*(rows[c].astype(int).tolist() for c in SHAPE_COLUMNS), strict=True))
+    shapes = {d: Shape(**dict(zip(SHAPE_COLUMNS, d, strict=True))) for d in set(dims)}
+    keys = [(shapes[d].key, str(t)) for d, t in zip(dims, rows["dtype"].tolist(), strict=True)]
+    groups = {key: shapes[d] for key, d in zip(keys, dims, strict=True)}
+    return pd.Series(keys, index=rows.index, dtype=object), groups
+
+
+def _answers(rows: pd.DataFrame, keys: pd.Series) -> Iterator[tuple[GroupKey, str, Measurement]]:
+    """The recorded answer of each configuration: the median of its ok measurements (the
+    lower middle one of an even count), or its latest failure when it never ran correctly."""
+    frame = rows.assign(_group=keys, _order=range(len(rows)))
+    by = ["_group", "config_key"]
+    ok = frame[frame["status"] == Status.OK].sort_values([*by, "time_ms", "_order"], kind="stable")
+    place = ok.groupby(by, sort=False).cumcount().to_numpy()
+    count = ok.groupby(by, sort=False)["_order"].transform("size").to_numpy()
+    median = ok[place == (count - 1) // 2]
+    for gkey, config_key, message, time_ms, p20, p80, reps in zip(
+        median["_group"],
+        median["config_key"].astype(str),
+        median["message"],
+        median["time_ms"].astype(float),
+        pd.to_numeric(median["p20_ms"], errors="coerce"),
+        pd.to_numeric(median["p80_ms"], errors="coerce"),
+        pd.to_numeric(median["reps"], errors="coerce"),
+        strict=True,
+    ):
+        yield (
+            gkey,
+            config_key,
+            Measurement(
+                status=Status.OK,
+                message=_text(message),
+                time_ms=time_ms,
+                p20_ms=float(p20) if pd.notna(p20) else math.nan,
+                p80_ms=float(p80) if pd.notna(p80) else math.nan,
+                reps=int(reps) if pd.notna(reps) else 0,
+            ),
         )
-    last = measured.sort_values("timestamp").iloc[-1]
-    return Measurement.failed(Status(last["status"]), str(last["message"] or ""))
+    answered = set(zip(median["_group"], median["config_key"].astype(str), strict=True))
+    failed = frame.sort_values(["timestamp", "_order"], kind="stable").drop_duplicates(by, keep="last")
+    for gkey, config_key, status, message in zip(
+        failed["_group"], failed["config_key"].astype(str), failed["status"], failed["message"], strict=True
+    ):
+        if (gkey, config_key) not in answered:
+            yield gkey, config_key, Measurement.failed(Status(status), _text(message))
+
+
+def _text(value: object) -> str:
+    return "" if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
