@@ -6,14 +6,19 @@
   2. `python -m tuner` tunes every shape and dtype (TPE, 40 configurations, seed 0) into a
      scratch results directory;
   3. one GPU worker re-measures, in one process and interleaved over 3 rounds (fastest
-     median of each), the served configuration, every shortlisted one and the tuned winner.
+     median of each), the served configuration, every shortlisted one, the tuned winner,
+     the llm.c header's choice (`results.header`: its fallback where the layout is untuned),
+     llm.c's kernel1 at block 128, and a device copy of the same bytes.
 
-The raced configuration is the shortlist's fastest in step 3. Prints a table of time ratios
-to the tuned winner; `--out DIR` writes untuned.parquet and the tuner's rows.
+The raced configuration is the shortlist's fastest in step 3.
+
+Output: `untuned.parquet` (the table of time ratios to the tuned winner, also printed) and
+`untuned_tuning.parquet` (the tuner's rows) in `--out` (default `docs/runs/`); the table of
+docs/untuned.md comes from its H200 runs, `docs/runs/h200_untuned*.log` and `.parquet`.
 
     python scripts/bench_untuned.py --gpu h200 --out DIR
 
-The H200 run of 2026-11-30 (results/benchmarks/h200_untuned.*) added its 40-trial tunings
+The H200 run of 2026-11-30 (docs/runs/h200_untuned.*) added its 40-trial tunings
 to the bundled store (results/data/h200/20261130T122045-vm-1901.parquet), so these shapes
 are tuned now: pass other shapes (--shape) to repeat the experiment.
 """
@@ -31,11 +36,12 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are kept
 sys.path.insert(0, str(ROOT))
 
 from results.best import winners  # noqa: E402
 from results.index import build_index  # noqa: E402
-from results.selection import select, shortlist  # noqa: E402
+from results.selection import generic_config, select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
 from variants import Config, Shape, get_dtype  # noqa: E402
 
@@ -53,31 +59,47 @@ SHAPES = [
     "B=1,T=3000,NH=20,NH_KV=4,HD=160",  # HD 160
 ]
 DTYPES = ("fp32", "bf16")
+KERNEL1 = Config.of("naive", block=128)  # llm.c's kernel1 at its block size
+
+
+def header_choice(index, gpu: str, shape: Shape, dtype) -> Config:
+    """What the exported header launches: the served configuration where the head layout is
+    tuned on `gpu` in this dtype, else its generic configuration."""
+    layout = (shape.NH, shape.NH_KV, shape.HD)
+    tuned = any(
+        layout == (g.shape.NH, g.shape.NH_KV, g.shape.HD) and g.dtype.name == dtype.name
+        for g in index.groups_of(gpu)
+    )
+    served = select(index, gpu, shape, dtype)
+    return served.candidate.config if tuned and served is not None else generic_config(shape, dtype)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", default="h200")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=RUNS, help="directory (default docs/runs)")
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--shape", action="append", help="B=..,T=..,NH=..,NH_KV=..,HD=.. (default: SHAPES)")
+    parser.add_argument("--dtype", default=",".join(DTYPES), help="comma list (default fp32,bf16)")
     args = parser.parse_args()
+    dtypes = args.dtype.split(",")
     args.out.mkdir(parents=True, exist_ok=True)
     shapes = [Shape.parse(s) for s in args.shape or SHAPES]
     index = build_index(load_results(bundled_results_dir())[0])
 
     plans = {}
     for shape in shapes:
-        for name in DTYPES:
+        for name in dtypes:
             dtype = get_dtype(name)
             served = select(index, args.gpu, shape, dtype)
             listed = shortlist(index, args.gpu, shape, dtype)
             assert served is not None and listed, (shape, name)
-            plans[(shape, name)] = (served.candidate.config, [c.candidate.config for c in listed])
+            header = header_choice(index, args.gpu, shape, dtype)
+            plans[(shape, name)] = (served.candidate.config, [c.candidate.config for c in listed], header)
 
     scratch = Path(tempfile.mkdtemp(prefix="untuned-"))
     command = [sys.executable, "-m", "tuner", "tune", "--gpu", args.gpu, "--trials", str(args.trials)]
-    command += ["--seed", "0", "--results", str(scratch), "--no-progress", "--dtype", ",".join(DTYPES)]
+    command += ["--seed", "0", "--results", str(scratch), "--no-progress", "--dtype", ",".join(dtypes)]
     for shape in shapes:
         command += ["--shape", shape.key]
     print(" ".join(command), flush=True)
@@ -92,20 +114,23 @@ def main() -> int:
     runner = GpuRunner()
     rows = []
     try:
-        for (shape, name), (served, listed) in plans.items():
+        for (shape, name), (served, listed, header) in plans.items():
             dtype = get_dtype(name)
             mask = (best["dtype"] == name) & pd.concat(
                 [best[k] == v for k, v in shape.as_dict().items()], axis=1
             ).all(axis=1)
             win = best[mask].iloc[0]
             tuned = Config(win["family"], tuple(sorted(json.loads(win["params"]).items())))
-            configs = list(dict.fromkeys([served, *listed, tuned]))
+            configs = list(dict.fromkeys([served, *listed, tuned, header, KERNEL1]))
             times: dict[Config, float] = {}
+            copy_ms = float("inf")
             for _ in range(3):
                 for config in configs:
                     m = runner.measure(shape, dtype, config)
                     if m.ok:
                         times[config] = min(times.get(config, float("inf")), m.time_ms)
+                copy_ms = min(copy_ms, runner.copy_time(shape, dtype))
+                runner._copy_ms.clear()  # a fresh copy timing each round, interleaved too
             raced = min(listed, key=lambda c: times.get(c, float("inf")))
             row = {
                 **shape.as_dict(),
@@ -118,24 +143,37 @@ def main() -> int:
                 "served_ms": times.get(served),
                 "raced_ms": times.get(raced),
                 "tuned_ms": times.get(tuned),
+                "header": header.key,
+                "header_ms": times.get(header),
+                "kernel1_ms": times.get(KERNEL1),
+                "copy_ms": copy_ms,
             }
             row["served_vs_tuned"] = row["served_ms"] / row["tuned_ms"]
             row["raced_vs_tuned"] = row["raced_ms"] / row["tuned_ms"]
+            row["header_vs_tuned"] = row["header_ms"] / row["tuned_ms"]
+            row["tuned_vs_copy"] = row["tuned_ms"] / copy_ms
+            row["kernel1_vs_tuned"] = row["kernel1_ms"] / row["tuned_ms"]
             rows.append(row)
             print(
                 f"{shape.key} {name}: served {row['served_vs_tuned']:.3f}x, "
-                f"raced {row['raced_vs_tuned']:.3f}x of the 40-trial winner ({row['tuned_ms']:.4f} ms)",
+                f"raced {row['raced_vs_tuned']:.3f}x, header {row['header_vs_tuned']:.3f}x of the "
+                f"40-trial winner ({row['tuned_ms']:.4f} ms, {row['tuned_vs_copy']:.3f}x the copy, "
+                f"kernel1 {row['kernel1_vs_tuned']:.2f}x)",
                 flush=True,
             )
     finally:
         runner.close()
     table = pd.DataFrame(rows)
     table.to_parquet(args.out / "untuned.parquet", index=False)
-    print("| shape | dtype | MB | served / tuned | raced / tuned | tuned ms |\n|---|---|---|---|---|---|")
+    print(
+        "| shape | dtype | MB | served / tuned | raced / tuned | header / tuned | tuned / copy "
+        "| kernel1 / tuned | tuned ms |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for r in rows:
         print(
             f"| {r['B']},{r['T']},{r['NH']},{r['NH_KV']},{r['HD']} | {r['dtype']} | {r['MB']:.0f} | "
-            f"{r['served_vs_tuned']:.3f} | {r['raced_vs_tuned']:.3f} | {r['tuned_ms']:.4f} |"
+            f"{r['served_vs_tuned']:.3f} | {r['raced_vs_tuned']:.3f} | {r['header_vs_tuned']:.3f} | "
+            f"{r['tuned_vs_copy']:.3f} | {r['kernel1_vs_tuned']:.2f} | {r['tuned_ms']:.4f} |"
         )
     within = (table["raced_vs_tuned"] <= 1.02).sum()
     print(f"raced within 2% of the 40-trial winner: {within} of {len(table)}")

@@ -39,6 +39,19 @@ MODELS: dict[str, Model] = {
         Model("gemma2-2b", 8, 4, 256),
         Model("gemma2-9b", 16, 8, 256),
         Model("gemma2-27b", 32, 16, 128),
+        # Multi-query attention (NH_KV = 1): every query head sums into one K/V head
+        Model("falcon-7b", 71, 1, 64),
+        Model("starcoder", 48, 1, 128),
+        Model("gemma-2b", 8, 1, 256),
+        # Multi-head attention (nrep 1): the backward is a copy of dout's three parts
+        Model("phi-3-mini", 32, 32, 96),
+        Model("gemma-7b", 16, 16, 256),
+        # Odd and prime nrep, many heads
+        Model("phi-3-medium", 40, 10, 128),  # nrep 4 over 10 K/V heads
+        Model("qwen2.5-14b", 40, 8, 128),  # nrep 5
+        Model("yi-34b", 56, 8, 128),  # nrep 7
+        Model("mistral-large-2", 96, 8, 128),  # nrep 12
+        Model("falcon-180b", 232, 8, 64),  # nrep 29
     )
 }
 
