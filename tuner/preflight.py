@@ -111,9 +111,15 @@ def check_storage(url: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> None
             f"--storage {scheme}://...: this tuner cannot keep a study there: {STORAGE_HINT}"
         )
     if scheme.startswith("sqlite"):
-        name = url.split(":///", 1)[1] if ":///" in url else ""
-        if name and name != ":memory:":
-            _check_file(Path(name).expanduser(), f"--storage {url}")
+        from tuner.storage import InvalidStorage, open_sqlite, sqlite_file
+
+        db = sqlite_file(url)
+        if db is not None:
+            _check_file(db, f"--storage {url}")
+            try:  # its directory exists, and no other process has it open
+                open_sqlite(db, url)
+            except InvalidStorage as exc:
+                raise PreflightError(f"--storage {exc}") from None
         return
     _connect_once(url, timeout_s)
 

@@ -12,7 +12,8 @@ trial whose worker died goes stale after the grace period, is marked failed, and
 `RetryHeartbeatStaleTrialCallback` puts its configuration back in the queue. The journal
 has no heartbeat: `tuner.liveness` does the same from the worker's pid and a lease.
 
-SQLite is refused when another process has the same database open through this function:
+SQLite is refused in a directory that does not exist (a typo would start a new, empty study),
+and when another process has the same database open through this function:
 several processes on one SQLite file lock each other out of writes, and a worker stuck in
 a commit held up everyone (a Ctrl-C even hung in one). The refusal says what to use instead.
 """
@@ -78,6 +79,26 @@ def claim_sqlite(path: Path) -> None:
     _SQLITE_LOCKS[key] = fd
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a sqlite:/// URL (None: in memory, or not a SQLite URL)."""
+    scheme, _, rest = url.partition(":///")
+    if not scheme.startswith("sqlite") or not rest:
+        return None
+    name = rest.split("?", 1)[0]
+    return None if name in ("", ":memory:") else Path(name).expanduser()
+
+
+def open_sqlite(db: Path, url: str) -> None:
+    """Refuses a database whose directory does not exist (a typo in it would silently start a
+    new, empty study) and one another process has open (`claim_sqlite`); holds its lock."""
+    if not db.parent.is_dir():
+        raise InvalidStorage(
+            f"{url}: the directory {db.parent} does not exist: correct the path, or make the "
+            "directory first (a new SQLite database is made only in an existing directory)"
+        )
+    claim_sqlite(db)
+
+
 def normalize_url(url: str) -> str:
     """postgresql:// means psycopg 3 here (SQLAlchemy would look for psycopg2)."""
     for prefix in ("postgresql://", "postgres://"):
@@ -111,9 +132,9 @@ def make_storage(
     url = normalize_url(url)
     engine_kwargs = {}
     if url.startswith("sqlite:///"):
-        db = Path(url[len("sqlite:///") :])
-        db.parent.mkdir(parents=True, exist_ok=True)
-        claim_sqlite(db)
+        db = sqlite_file(url)
+        if db is not None:
+            open_sqlite(db, url)
         engine_kwargs = {"connect_args": {"timeout": 60}}
     elif url.startswith("postgresql"):
         engine_kwargs = {"pool_pre_ping": True}

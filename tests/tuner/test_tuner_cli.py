@@ -612,3 +612,35 @@ def test_best_l2_fed_prints_the_winners_tuned_fed(tmp_path: Path, capsys) -> Non
     assert main(["best", "--results", str(tmp_path), "--format", "csv"]) == 0
     cold = capsys.readouterr().out
     assert "vec[" in fed and "split[" not in fed and "split[" in cold and "vec[" not in cold
+
+
+@pytest.mark.parametrize("case", ["a directory that does not exist", "in use by another process"])
+def test_a_sqlite_storage_that_cannot_serve_is_refused_before_the_gpu_starts(
+    monkeypatch, tmp_path: Path, capsys, case: str
+) -> None:
+    import fcntl
+
+    import tuner.pipeline
+
+    started: list[tuple] = []
+
+    def gpu_runner(*args, **kwargs):
+        started.append(args)
+        return F.synthetic_runner()
+
+    monkeypatch.setattr(tuner.pipeline, "gpu_runner", gpu_runner)
+    db = tmp_path / "typo" / "dir" / "optuna.db" if case.startswith("a directory") else tmp_path / "optuna.db"
+    held = None
+    if case.startswith("in use"):
+        held = os.open(f"{db}.lock", os.O_RDWR | os.O_CREAT)
+        fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        argv = ["--shape", SMALL, "--dtype", "bf16", "--trials", "2", "--results", str(tmp_path / "out")]
+        line = _refused([*argv, "--no-progress", "--storage", f"sqlite:///{db}"], capsys)
+    finally:
+        if held is not None:
+            os.close(held)
+    assert line.startswith(f"error: --storage sqlite:///{tmp_path}")
+    assert ("does not exist" if case.startswith("a directory") else "in use by") in line
+    assert started == []  # refused before the GPU worker was started
+    assert not (tmp_path / "typo").exists() and not db.exists()

@@ -54,7 +54,7 @@ def test_a_read_only_results_dir_is_refused(tmp_path: Path) -> None:
 
 
 def test_storages_that_open_pass(tmp_path: Path) -> None:
-    for url in (None, "memory", f"journal:{tmp_path}/optuna.journal", f"sqlite:///{tmp_path}/new/optuna.db"):
+    for url in (None, "memory", f"journal:{tmp_path}/optuna.journal", f"sqlite:///{tmp_path}/new.db"):
         check_storage(url)
     (tmp_path / "optuna.db").write_bytes(b"")
     check_storage(f"sqlite:///{tmp_path}/optuna.db")
@@ -67,6 +67,7 @@ def test_storages_that_open_pass(tmp_path: Path) -> None:
         ("http://localhost:8000/optuna", "http://...: this tuner cannot keep a study there"),
         ("journal:{tmp}/file/optuna.journal", "file is a file: name a file in a directory"),
         ("sqlite:///{tmp}/file/optuna.db", "file is a file"),
+        ("sqlite:///{tmp}/typo/dir/optuna.db", "the directory .*/typo/dir does not exist"),
         ("journal:{tmp}", "is a directory: name a file in it"),
         ("journal:/proc/self/optuna.journal", "cannot write there"),
     ],

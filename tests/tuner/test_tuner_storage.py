@@ -51,3 +51,16 @@ def test_a_held_sqlite_lock_is_refused_in_process_too(tmp_path: Path) -> None:
             make_storage(f"sqlite:///{db}")
     finally:
         os.close(fd)
+
+
+def test_sqlite_in_a_directory_that_does_not_exist_is_refused_and_nothing_is_made(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url in ("sqlite:///typo/dir/optuna.db", f"sqlite:///{tmp_path}/typo/dir/optuna.db"):
+        with pytest.raises(InvalidStorage, match=r"the directory .*typo/dir does not exist: correct"):
+            make_storage(url)
+    assert list(tmp_path.iterdir()) == []  # no directory, no database, no lock
+    (tmp_path / "there").mkdir()
+    make_storage("sqlite:///there/optuna.db")  # a new database in a directory that exists
+    assert (tmp_path / "there" / "optuna.db").is_file()
