@@ -51,18 +51,18 @@ class Device:
         return default_label(self.name) if self.name != "replay" else "replay"
 
 
-def cuda_devices() -> list[Device]:
-    """The GPUs CUDA shows this process (CuPy, imported here only)."""
+def cuda_devices(asked: str = "all") -> list[Device]:
+    """The GPUs CUDA shows this process (CuPy, imported here only). Without CuPy, or a driver
+    that serves it, or any GPU, a FleetError that says which (`tuner.preflight.check_cuda`)."""
+    from tuner.preflight import PreflightError, check_cuda
+
     try:
-        import cupy
-    except ImportError as exc:
-        raise FleetError(
-            f"--devices all needs CuPy to list the GPUs ({exc}); give the indices: --devices 0,1"
-        ) from None
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
-        raise FleetError(f"no CUDA device visible ({exc})") from None
+        check_cuda()
+    except PreflightError as exc:
+        raise FleetError(f"--devices {asked}: {exc}") from None
+    import cupy
+
+    count = cupy.cuda.runtime.getDeviceCount()
     devices = []
     for i in range(count):
         name = cupy.cuda.runtime.getDeviceProperties(i)["name"]
@@ -76,10 +76,7 @@ def parse_devices(text: str, *, replay: bool) -> list[Device]:
     if text == "all":
         if replay:
             raise FleetError("with --replay, name the workers: --devices 0,1,2,3 (one replay worker each)")
-        devices = cuda_devices()
-        if not devices:
-            raise FleetError("no CUDA device visible: nothing to run on")
-        return devices
+        return cuda_devices(text)
     try:
         indices = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -90,7 +87,7 @@ def parse_devices(text: str, *, replay: bool) -> list[Device]:
         raise FleetError(f"--devices {text}: a GPU appears twice (one measuring process per GPU)")
     if replay:
         return [Device(i, "replay") for i in indices]
-    known = {d.index: d for d in cuda_devices()}
+    known = {d.index: d for d in cuda_devices(text)}
     missing = [i for i in indices if i not in known]
     if missing:
         raise FleetError(f"no GPU {missing[0]} here: CUDA shows {', '.join(map(str, known)) or 'none'}")

@@ -74,3 +74,22 @@ def test_a_child_sees_only_its_gpu(monkeypatch) -> None:
     assert visible_device(3) == "3"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
     assert visible_device(1) == "6"
+
+
+@pytest.mark.parametrize("devices", ["0,1", "all"])
+def test_devices_without_cupy_say_what_is_missing_and_what_to_install(
+    monkeypatch, capsys, devices: str
+) -> None:
+    import sys
+
+    from tuner.cli import main
+
+    monkeypatch.setitem(sys.modules, "cupy", None)  # as on a host without the cuda12/cuda13 extra
+    with pytest.raises(FleetError) as caught:
+        parse_devices(devices, replay=False)
+    message = str(caught.value)
+    assert message.startswith(f"--devices {devices}: no GPU to tune on: CuPy is not installed: ")
+    assert "pip install 'repkv-tune[cuda12]'" in message and "--replay DIR" in message
+    assert "give the indices" not in message
+    assert main(["--devices", devices, "--shape", "B=1,T=256,NH=14,NH_KV=2,HD=64", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
