@@ -4,6 +4,7 @@ meaning; `results.store.upgrade` turns older tables into this one."""
 from __future__ import annotations
 
 import math
+import re
 from enum import Enum
 from typing import Literal, get_args
 
@@ -41,6 +42,28 @@ class Status(str, Enum):
 STATUSES = tuple(s for s in Status if s not in (Status.MISSING, Status.DUPLICATE))
 # The failures a measurement may end in (a row with infinite time).
 FAILURES = tuple(s for s in STATUSES if s not in (Status.OK, Status.INVALID))
+
+# A GPU label ("h200"): what results are filed under, as a directory name (`<results>/<gpu>/`),
+# and what a query names. Every label is held to this wherever it enters: the command line, a
+# recording replayed, a row loaded, a request.
+GPU_LABEL_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+GPU_LABEL_RULE = "1-64 lower-case letters, digits, '.', '_' or '-', the first a letter or digit"
+
+
+class InvalidGpuLabel(ValueError):
+    """A label that cannot be a directory name."""
+
+
+def is_gpu_label(value: object) -> bool:
+    return isinstance(value, str) and GPU_LABEL_PATTERN.fullmatch(value) is not None
+
+
+def check_gpu_label(label: object) -> str:
+    """`label` if it can name a GPU (and so a directory); InvalidGpuLabel saying why otherwise."""
+    if not isinstance(label, str) or not GPU_LABEL_PATTERN.fullmatch(label):
+        raise InvalidGpuLabel(f"GPU label {label!r} must be {GPU_LABEL_RULE} (e.g. h100)")
+    return label
+
 
 SHAPE_COLUMNS = ("B", "T", "NH", "NH_KV", "HD")
 # The columns that identify one measured answer: what changes the kernel's time.

@@ -31,8 +31,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import variants
-from results.schema import COLUMNS, SCHEMA_VERSION, SHAPE_COLUMNS, STATUSES, TRIAL_SCHEMA, Status
-from variants.shape import MAX_DIM
+from results.listing import TEMP_PREFIX, list_results, resolved
+from results.listing import missing_directories as missing_directories  # the listing's, re-exported
+from results.listing import result_files as result_files
+from results.listing import results_files_of as results_files_of
+from results.schema import COLUMNS, GROUP_COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
+from results.validate import MAX_BANDWIDTH as MAX_BANDWIDTH  # where readers have found it
+from results.validate import validate_table
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +47,6 @@ log = logging.getLogger(__name__)
 # never written: by the service, by the Python API and by the tuner's de-duplication.
 BUNDLED_RESULTS = Path(__file__).resolve().parent / "data"
 APP_NAME = "repkv-tune"
-TEMP_PREFIX = ".tmp-"
 LEGACY_TEMP_AGE_S = 3600.0  # a temporary without a writer's name, older than this, is garbage
 _HOST = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()) or "host"
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -50,15 +54,6 @@ RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 class CorruptResults(ValueError):
     """A results file that cannot be read as trial rows."""
-
-
-# No memory moves bytes faster than this: an ok time below what the shape's bytes take at
-# this rate is a broken row, not a measurement (an H200 reads and writes at about 4.8 TB/s).
-MAX_BANDWIDTH = 100e12  # bytes/s
-REQUIRED_COLUMNS = tuple(f.name for f in TRIAL_SCHEMA if not f.nullable)
-# Required text that must not be empty either: what a row is found and grouped by (an empty
-# run_id, as a study run without one writes, harms nothing).
-NON_EMPTY_COLUMNS = ("gpu", "dtype", "family", "params", "config_key", "status")
 
 
 @dataclass
@@ -70,6 +65,7 @@ class LoadReport:
     dropped: dict[str, dict[str, int]] = field(default_factory=dict)  # file -> reason -> rows
     stale: dict[str, str] = field(default_factory=dict)  # file -> why its last good copy is served
     missing: list[str] = field(default_factory=list)  # directories that do not exist
+    duplicate_rows: int = 0  # rows read more than once (the same trial in two files), counted once
 
     @property
     def dropped_rows(self) -> int:
@@ -115,13 +111,9 @@ def read_dirs(primary: Path | None = None, *, bundled: bool = True) -> list[Path
     bundled store unless `bundled` is false or it is `primary` itself."""
     primary = Path(primary) if primary is not None else user_results_dir()
     dirs = [primary]
-    if bundled and _resolved(bundled_results_dir()) != _resolved(primary):
+    if bundled and resolved(bundled_results_dir()) != resolved(primary):
         dirs.append(bundled_results_dir())
     return dirs
-
-
-def _resolved(path: Path) -> Path:
-    return Path(path).expanduser().resolve()
 
 
 def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Path, run_id: str) -> Path:
@@ -306,111 +298,6 @@ def read_file(path: Path) -> pd.DataFrame:
     return read_table(path).to_pandas()
 
 
-def _examples(values: Iterable[Any], limit: int = 3) -> str:
-    seen: list[str] = []
-    for value in values:
-        text = repr(value)
-        text = text if len(text) <= 40 else text[:37] + "..."
-        if text not in seen:
-            seen.append(text)
-        if len(seen) == limit:
-            break
-    return ", ".join(seen)
-
-
-def _numbers(table: pa.Table, name: str, fill: float | int) -> np.ndarray:
-    return pc.fill_null(table.column(name), fill).to_numpy()
-
-
-def _mask(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return pc.fill_null(values, False).to_numpy(zero_copy_only=False)
-
-
-def validate_table(
-    table: pa.Table, families: Collection[str] | None = None
-) -> tuple[pa.Table, dict[str, int]]:
-    """The rows of `table` that the service, the selection rule and the dashboards can trust,
-    and how many rows each reason dropped (a row counts under the first reason it fails):
-
-    - every required column (non-nullable in TRIAL_SCHEMA) is set, NON_EMPTY_COLUMNS non-empty;
-    - status is one of results.schema.STATUSES, dtype one of variants.DTYPES, family one of
-      `families` (default: variants.FAMILIES);
-    - B, T, NH, NH_KV, HD make a variants.Shape (>= 1, <= MAX_DIM, NH divisible by NH_KV);
-    - a row with status ok has a finite positive time, no shorter than the shape's bytes take
-      at MAX_BANDWIDTH.
-    """
-    known_families = set(variants.FAMILIES if families is None else families)
-    n = table.num_rows
-    bad = np.zeros(n, dtype=bool)
-    reasons: dict[str, int] = {}
-
-    def drop(mask: np.ndarray, reason: str, values: pa.ChunkedArray | None = None) -> None:
-        nonlocal bad
-        new = mask & ~bad
-        count = int(new.sum())
-        if count:
-            if values is not None:
-                reason = f"{reason} (e.g. {_examples(values.filter(pa.array(new)).to_pylist())})"
-            reasons[reason] = reasons.get(reason, 0) + count
-            bad |= new
-
-    for name in REQUIRED_COLUMNS:
-        column = table.column(name)
-        if name in NON_EMPTY_COLUMNS:
-            drop(~_mask(pc.not_equal(column, "")), f"{name} is null or empty")
-        else:
-            drop(_mask(pc.is_null(column)), f"{name} is null")
-
-    for name, accepted in (
-        ("status", tuple(map(str, STATUSES))),
-        ("dtype", tuple(variants.DTYPES)),
-        ("family", tuple(sorted(known_families))),
-    ):
-        column = table.column(name)
-        known = _mask(pc.is_in(column, value_set=pa.array(accepted, pa.string())))
-        drop(~known, f"{name} is not one of {', '.join(accepted)}", column)
-
-    dims = {name: _numbers(table, name, 0).astype(np.int64) for name in SHAPE_COLUMNS}
-    in_range = np.ones(n, dtype=bool)
-    for values in dims.values():
-        in_range &= (values >= 1) & (values <= MAX_DIM)
-    divides = in_range & (dims["NH"] % np.where(in_range, dims["NH_KV"], 1) == 0)
-    if not divides.all():
-        first = int(np.flatnonzero(~divides & ~bad)[0]) if (~divides & ~bad).any() else None
-        why = ""
-        if first is not None:
-            try:
-                variants.Shape(*(int(dims[c][first]) for c in SHAPE_COLUMNS))
-            except variants.InvalidShape as exc:
-                why = f" (e.g. {exc})"
-        drop(~divides, f"B, T, NH, NH_KV, HD are not a valid shape{why}")
-
-    ok = _mask(pc.equal(table.column("status"), str(Status.OK)))
-    times = _numbers(table, "time_ms", math.nan)
-    with np.errstate(invalid="ignore"):
-        drop(
-            ok & ~(np.isfinite(times) & (times > 0)),
-            "status ok but time_ms is not a finite positive number",
-            table.column("time_ms"),
-        )
-        names = list(variants.DTYPES)
-        sizes = np.array([0.0] + [variants.DTYPES[d].itemsize for d in names])
-        positions = pc.index_in(table.column("dtype"), value_set=pa.array(names, pa.string()))
-        itemsize = sizes[pc.fill_null(positions, -1).to_numpy() + 1]
-        # Shape.bytes_moved, row by row: dout (B, T, 3, NH, HD) read, dinp (B, T, NH + 2 NH_KV, HD) written
-        tokens = dims["B"].astype(float) * dims["T"]
-        heads = 3 * dims["NH"].astype(float) + dims["NH"] + 2 * dims["NH_KV"]
-        floor_ms = tokens * heads * dims["HD"] * itemsize / MAX_BANDWIDTH * 1e3
-        drop(
-            ok & (times < floor_ms),
-            f"status ok but time_ms is below what the shape's bytes take at {MAX_BANDWIDTH / 1e12:.0f} TB/s",
-            table.column("time_ms"),
-        )
-    if bad.any():
-        table = table.filter(pa.array(~bad))
-    return table, reasons
-
-
 def load_file(path: Path, families: Collection[str] | None = None) -> FileRows:
     """Read and validate one results file; never raises for bad contents."""
     path = Path(path)
@@ -437,49 +324,48 @@ def concat_tables(tables: Iterable[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables) if tables else TRIAL_SCHEMA.empty_table()
 
 
-def result_files(directory: Path) -> list[Path]:
-    """The parquet files under directory, temporary ones left out."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    return sorted(
-        p for p in directory.rglob("*.parquet") if p.is_file() and not p.name.startswith(TEMP_PREFIX)
-    )
-
-
-def results_files_of(directories: Path | Iterable[Path]) -> list[Path]:
-    """result_files of each directory in turn, each file once."""
-    if isinstance(directories, (str, os.PathLike)):
-        directories = [Path(directories)]
-    seen: set[Path] = set()
-    files = []
-    for directory in directories:
-        for path in result_files(directory):
-            if _resolved(path) not in seen:
-                seen.add(_resolved(path))
-                files.append(path)
-    return files
-
-
-def missing_directories(directories: Path | Iterable[Path]) -> list[Path]:
-    if isinstance(directories, (str, os.PathLike)):
-        directories = [Path(directories)]
-    return [Path(d) for d in directories if not Path(d).is_dir()]
+def distinct_rows(table: pa.Table) -> tuple[pa.Table, int]:
+    """`table` with each row once (its first copy kept, the order kept), and how many copies
+    were left out: the same trial in two files (a file copied, a run merged into a directory
+    that already had it) is one trial. Every reader that gathers files goes through here."""
+    n = table.num_rows
+    if n < 2:
+        return table, 0
+    numbered = table.append_column("_row", pa.array(np.arange(n)))
+    # Rows that share who measured what, and when, are compared whole; the rest are distinct.
+    key = ["run_id", "trial", "timestamp", "config_key", *GROUP_COLUMNS]
+    groups = numbered.group_by(key, use_threads=False).aggregate([("_row", "list")])
+    if groups.num_rows == n:
+        return table, 0
+    lists = groups.column("_row_list")
+    shared = pc.greater(pc.list_value_length(lists), 1)
+    suspects = np.sort(pc.list_flatten(lists.filter(shared)).to_numpy())
+    same = numbered.take(pa.array(suspects)).group_by(table.column_names, use_threads=False)
+    first = same.aggregate([("_row", "min")]).column("_row_min").to_numpy()
+    keep = np.ones(n, dtype=bool)
+    keep[suspects] = False
+    keep[first] = True
+    if keep.all():
+        return table, 0
+    return table.filter(pa.array(keep)), int(n - keep.sum())
 
 
 def load_table(
     directories: Path | Iterable[Path], families: Collection[str] | None = None
 ) -> tuple[pa.Table, LoadReport]:
     """Every valid trial row under one directory or several (e.g. `read_dirs(...)`), as one
-    table; directories that do not exist are skipped (and listed in the report), and a file
-    reached through two of them is read once. Unreadable files are skipped with a warning, and
-    rows that fail `validate_table` are dropped with one; the report lists both with why."""
-    if isinstance(directories, (str, os.PathLike)):
-        directories = [Path(directories)]
-    directories = list(directories)
+    table, each row once (`distinct_rows`); directories that do not exist are skipped (and
+    listed in the report), and a file reached through two of them is read once. Unreadable
+    files and entries that are not files are skipped with a warning, and rows that fail
+    `validate_table` are dropped with one; the report lists them with why."""
+    directories = [Path(directories)] if isinstance(directories, (str, os.PathLike)) else list(directories)
     report = LoadReport(missing=[str(d) for d in missing_directories(directories)])
+    listing = list_results(directories)
+    for name, why in listing.skipped.items():
+        log.warning("skipping %s: %s", name, why)
+        report.skipped[name] = why
     tables = []
-    for path in results_files_of(directories):
+    for path in listing.files:
         loaded = load_file(path, families)
         if loaded.error is not None:
             report.skipped[str(path)] = loaded.error
@@ -488,7 +374,8 @@ def load_table(
             report.dropped[str(path)] = loaded.dropped
         report.files.append(path)
         tables.append(loaded.table)
-    return concat_tables(tables), report
+    table, report.duplicate_rows = distinct_rows(concat_tables(tables))
+    return table, report
 
 
 def load_results(

@@ -25,23 +25,33 @@ from pathlib import Path
 
 from results.index import StoreIndex, build_index
 from results.leave_one_out import rule_quality_by_gpu
-from results.store import FileRows, LoadReport, concat_tables, load_file, results_files_of
+from results.listing import list_results
+from results.store import FileRows, LoadReport, concat_tables, distinct_rows, load_file
 
 log = logging.getLogger(__name__)
 
-# (path, mtime in ns, size) of every parquet file: what a reload depends on.
+# (path, mtime in ns, size) of every parquet file, then (path, -1, -1) of every entry named
+# *.parquet that is not a file (results.listing): what a reload depends on.
 Signature = tuple[tuple[str, int, int], ...]
+NOT_A_FILE = (-1, -1)
 
 
-def directory_signature(directories: Path | Sequence[Path]) -> Signature:
+def scan(directories: Path | Sequence[Path]) -> tuple[Signature, dict[str, str]]:
+    """The directories' signature, and the entries named *.parquet that are not files (why)."""
+    listing = list_results(directories)
     entries = []
-    for path in results_files_of(directories):
+    for path in listing.files:
         try:
             stat = path.stat()
         except OSError:  # removed between listing and stat
             continue
         entries.append((str(path), stat.st_mtime_ns, stat.st_size))
-    return tuple(entries)
+    entries += [(name, *NOT_A_FILE) for name in listing.skipped]
+    return tuple(entries), listing.skipped
+
+
+def directory_signature(directories: Path | Sequence[Path]) -> Signature:
+    return scan(directories)[0]
 
 
 @dataclass
@@ -109,17 +119,21 @@ class ResultsStore:
         is read again). True if reloaded."""
         with self._lock:
             missing = self.check_directories()
-            signature = directory_signature(self.directories)
+            signature, not_files = scan(self.directories)
             if not force and self._state is not None and signature == self._state.signature:
                 return False
             started = self.clock()
-            report = LoadReport(missing=list(missing))
+            report = LoadReport(missing=list(missing), skipped=dict(not_files))
+            for name, why in not_files.items():
+                log.warning("skipping %s: %s", name, why)
             tables = []
             loaded: dict[str, tuple[tuple[int, int], FileRows]] = {}
             good: dict[str, GoodCopy] = {}
             now = datetime.now(timezone.utc)
             for name, mtime, size in signature:
                 stamp = (mtime, size)
+                if stamp == NOT_A_FILE:
+                    continue
                 previous = self._loaded.get(name)
                 if previous is not None and previous[0] == stamp and not force:
                     rows = previous[1]
@@ -149,7 +163,7 @@ class ResultsStore:
                 report.files.append(Path(name))
                 tables.append(rows.table)
             self._loaded, self._good = loaded, good
-            table = concat_tables(tables)
+            table, report.duplicate_rows = distinct_rows(concat_tables(tables))
             frame = table.to_pandas()
             index = build_index(frame, report, table=table)
             rule_quality_by_gpu(index)  # here, off the request path
@@ -161,13 +175,15 @@ class ResultsStore:
             gc.collect()
             gc.freeze()
             log.info(
-                "loaded %d trial rows from %d files in %.2f s (%d files skipped, %d rows dropped, %d stale)",
+                "loaded %d trial rows from %d files in %.2f s "
+                "(%d files skipped, %d rows dropped, %d stale, %d duplicate rows counted once)",
                 len(frame),
                 len(report.files),
                 self._state.load_seconds,
                 len(report.skipped),
                 report.dropped_rows,
                 len(report.stale),
+                report.duplicate_rows,
             )
             return True
 

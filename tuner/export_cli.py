@@ -14,13 +14,15 @@ from results.header import ExportError, export_table, render_header
 from results.index import build_index
 from results.schema import L2_COLD, L2_STATES
 from results.store import load_results, read_dirs
+from tuner.arguments import NO_BUNDLED_HELP
+from tuner.gpus import gpu_label_argument
 
 FORMATS = ("cuda-header", "json")
 
 
 def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path) -> None:
     parser.add_argument("--format", choices=FORMATS, default="cuda-header", help="default cuda-header")
-    parser.add_argument("--gpu", help="GPU label (default: the results' only one)")
+    parser.add_argument("--gpu", type=gpu_label_argument, help="GPU label (default: the results' only one)")
     parser.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help="default: all three")
     parser.add_argument(
         "--other-gpus", action="store_true", help="a GPU without results gets another GPU's winners"
@@ -33,11 +35,12 @@ def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path)
         "written, as in a training step); shapes never tuned fed keep their cold ones",
     )
     parser.add_argument("--results", type=Path, help=f"default {default_results} and the bundled results")
+    parser.add_argument("--no-bundled", dest="bundled", action="store_false", help=NO_BUNDLED_HELP)
     parser.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
 
 
 def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Exception]) -> int:
-    dirs = [args.results] if args.results else read_dirs()
+    dirs = [args.results] if args.results else read_dirs(bundled=args.bundled)
     frame, report = load_results(dirs)
     for path, why in report.skipped.items():
         print(f"skipped {path}: {why}", file=sys.stderr)

@@ -6,9 +6,11 @@ against that name, so that an H200 is never filed under h100 by a typo.
 
 from __future__ import annotations
 
+import argparse
 import re
 
-LABEL_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+from results.schema import InvalidGpuLabel, check_gpu_label
+
 # Words that say who made the card or which line it belongs to, not which chip it is.
 _VENDOR_WORDS = {"nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct"}
 # Words that name a product line: kept with the model number that follows ("rtx4090").
@@ -17,10 +19,6 @@ _LINE_WORDS = {"rtx", "gtx", "titan"}
 
 class GpuLabelMismatch(ValueError):
     """A label that does not name the device present."""
-
-
-class InvalidGpuLabel(ValueError):
-    """A label that cannot be a directory name."""
 
 
 def _words(device_name: str) -> list[str]:
@@ -39,11 +37,18 @@ def default_label(device_name: str) -> str:
 
 
 def validate_label(label: str) -> str:
-    if not LABEL_PATTERN.fullmatch(label):
-        raise InvalidGpuLabel(
-            f"GPU label {label!r} must be lower-case letters, digits, '.', '_' or '-' (e.g. h100)"
-        )
-    return label
+    """`label` if it can name a GPU (results.schema.check_gpu_label, the one check every label
+    is held to); InvalidGpuLabel otherwise."""
+    return check_gpu_label(label)
+
+
+def gpu_label_argument(value: str) -> str:
+    """argparse type of a --gpu option (case folded: H200 is h200): a usage error (exit 2, one
+    line) for a label that cannot name a GPU, before anything is read or written."""
+    try:
+        return check_gpu_label(value.lower())
+    except InvalidGpuLabel as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def label_matches(label: str, device_name: str) -> bool:

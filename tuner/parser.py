@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from results.schema import DEFAULT_HOLD_US, L2_COLD, L2_STATES
 from results.store import user_results_dir
 from tuner.arguments import (
+    NO_BUNDLED_HELP,
     UsageError,
     delay_seconds,
     directory,
@@ -33,6 +34,7 @@ from tuner.arguments import (
     time_limit,
 )
 from tuner.ask_ahead import AHEAD
+from tuner.gpus import gpu_label_argument
 from tuner.presets import DEFAULT_TRIALS, MODELS
 from tuner.replay_eval import DEFAULT_SAMPLERS
 from tuner.samplers import SAMPLERS
@@ -55,7 +57,11 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
         description="Search the kernel variants with Optuna; write every trial to parquet.",
     )
     g = p.add_argument_group("device")
-    g.add_argument("--gpu", help="label to file results under (default: from the device name, e.g. h200)")
+    g.add_argument(
+        "--gpu",
+        type=gpu_label_argument,
+        help="label to file results under (default: from the device name, e.g. h200)",
+    )
     g.add_argument(
         "--force-gpu-label", action="store_true", help="accept a --gpu label that does not match the device"
     )
@@ -192,7 +198,8 @@ def _add_check(sub: argparse._SubParsersAction, name: str) -> None:
 def _add_best(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="print the winners table of a results directory")
     p.add_argument("--results", type=directory, help=f"default {DEFAULT_RESULTS} and the bundled results")
-    p.add_argument("--gpu", help="only this GPU label")
+    p.add_argument("--no-bundled", dest="bundled", action="store_false", help=NO_BUNDLED_HELP)
+    p.add_argument("--gpu", type=gpu_label_argument, help="only this GPU label")
     p.add_argument("--format", choices=BEST_FORMATS, default="table", help="table (default), json or csv")
     p.add_argument(
         "--l2", choices=L2_STATES, default=L2_COLD, help="the winners tuned with L2 cold (default) or fed"
@@ -212,7 +219,7 @@ def _add_replay_eval(sub: argparse._SubParsersAction, name: str) -> None:
         help="trials each sampler needs to come within 2%% of the optimum, on exhaustive recordings",
     )
     p.add_argument("recording", type=directory, help="results directory holding exhaustive (grid) trials")
-    p.add_argument("--gpu", help="GPU label (default: the recording's only one)")
+    p.add_argument("--gpu", type=gpu_label_argument, help="GPU label (default: the recording's only one)")
     p.add_argument(
         "--samplers",
         default=",".join(DEFAULT_SAMPLERS),

@@ -165,10 +165,10 @@ def test_readers_load_the_user_directory_then_the_bundled_one(
     assert store.read_dirs(bundled=False) == [mine]
     assert store.read_dirs(bundled) == [bundled]  # the bundled store itself: once
     assert load_results(store.read_dirs())[0].empty  # neither exists yet: nothing, no error
-    write_table([row(config_key="a")], bundled / "h200", "shipped")
-    write_table([row(config_key="b")], mine / "h200", "run")
+    write_table([row(run_id="a")], bundled / "h200", "shipped")
+    write_table([row(run_id="b")], mine / "h200", "run")
     frame, report = load_results(store.read_dirs())
-    assert list(frame["config_key"]) == ["b", "a"]
+    assert list(frame["run_id"]) == ["b", "a"]
     assert report.files == [mine / "h200" / "run.parquet", bundled / "h200" / "shipped.parquet"]
     # a directory nested in another is no reason to read a file twice
     assert len(load_results([bundled, bundled / "h200"])[0]) == 1
@@ -239,7 +239,7 @@ def test_rows_that_cannot_be_trusted_are_dropped_with_why(tmp_path: Path, caplog
 
 
 def test_the_families_a_loader_accepts_can_be_given(tmp_path: Path) -> None:
-    write_table([row(), row(family="faulty", config_key="faulty[mode=ok]")], tmp_path, "run")
+    write_table([row(), row(family="faulty", params='{"mode": "ok"}', config_key="faulty[mode=ok]")], tmp_path, "run")
     assert len(load_results(tmp_path)[0]) == 1
     assert len(load_results(tmp_path, families={"vec", "faulty"})[0]) == 2
 

@@ -8,6 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
+from results.listing import resolved
+from results.store import bundled_results_dir
 from service.api.deps import get_store
 from service.api.models import Health, Readiness
 from service.live_store import ResultsStore
@@ -20,11 +22,55 @@ async def healthz() -> Health:
     return Health(status="ok")
 
 
-def _relative(path: str, store: ResultsStore) -> str:
-    try:
-        return str(Path(path).relative_to(store.directory))
-    except ValueError:
-        return str(path)
+# How /readyz names the directories it reads: never by their place on the server.
+RESULTS_NAME, BUNDLED_NAME = "results", "bundled"
+
+
+def directory_names(store: ResultsStore) -> list[tuple[Path, str]]:
+    """Each directory the store reads and the name /readyz gives it: "results" (the results
+    directory), "bundled" (the results shipped with the package), or its own last component."""
+    bundled = resolved(bundled_results_dir())
+    names = []
+    for i, directory in enumerate(store.directories):
+        if i == 0:
+            name = RESULTS_NAME
+        elif resolved(directory) == bundled:
+            name = BUNDLED_NAME
+        else:
+            name = directory.name or f"directory-{i}"
+        names.append((directory, name))
+    return names
+
+
+def _bases(directory: Path) -> list[Path]:
+    return list(dict.fromkeys([directory, resolved(directory)]))
+
+
+def shown_path(path: str | Path, names: list[tuple[Path, str]]) -> str:
+    """A file as /readyz names it: relative to the results directory ("h100/run.parquet"), or
+    to another directory read, after its name ("bundled:h200/run.parquet"); never absolute."""
+    path = Path(path)
+    for directory, name in names:
+        for base in _bases(directory):
+            try:
+                relative = path.relative_to(base)
+            except ValueError:
+                continue
+            return str(relative) if name == RESULTS_NAME else f"{name}:{relative}"
+    return path.name
+
+
+def scrubbed(text: str | None, names: list[tuple[Path, str]]) -> str | None:
+    """`text` (a reason, an error) with the directories' places on the server replaced by
+    their names."""
+    if text is None:
+        return None
+    for directory, name in names:
+        for base in _bases(directory):
+            if base.is_absolute():
+                prefix = "" if name == RESULTS_NAME else f"{name}:"
+                text = text.replace(f"{base}/", prefix).replace(str(base), f"<{name}>")
+    return text
 
 
 @router.get(
@@ -44,30 +90,30 @@ async def readyz(store: Annotated[ResultsStore, Depends(get_store)]) -> Readines
         return JSONResponse(status_code=503, content=body.model_dump(mode="json"))
     index = state.index
     report = index.report
-    skipped = {
-        _relative(p, store): why.replace(f"{store.directory}/", "") for p, why in report.skipped.items()
-    }
-    dropped = {_relative(p, store): reasons for p, reasons in report.dropped.items()}
-    stale = {_relative(p, store): why for p, why in report.stale.items()}
-    missing = list(store.missing)
+    names = directory_names(store)
+    shown = dict(names)
+    skipped = {shown_path(p, names): scrubbed(why, names) or "" for p, why in report.skipped.items()}
+    dropped = {shown_path(p, names): reasons for p, reasons in report.dropped.items()}
+    stale = {shown_path(p, names): why for p, why in report.stale.items()}
+    missing = [shown.get(Path(d), Path(d).name) for d in store.missing]
     return Readiness(
         ready=True,
         generation=state.generation,
         loaded_at=index.loaded_at,
         load_seconds=state.load_seconds,
-        directories=[str(d) for d in store.directories],
-        files=[_relative(str(p), store) for p in report.files],
+        directories=[name for _, name in names],
+        files=[shown_path(p, names) for p in report.files],
         skipped=skipped,
         dropped=dropped,
         dropped_rows=report.dropped_rows,
         stale=stale,
         missing_directories=missing,
-        warnings=warnings(missing, skipped, dropped, stale, index.unusable_rows),
+        warnings=warnings(missing, skipped, dropped, stale, index.unusable_rows, report.duplicate_rows),
         rows=len(index.frame),
         tuned=len(index.groups),
         unusable_rows=index.unusable_rows,
         reload_interval_s=store.interval,
-        last_error=store.last_error,
+        last_error=scrubbed(store.last_error, names),
     )
 
 
@@ -77,14 +123,19 @@ def warnings(
     dropped: dict[str, dict[str, int]],
     stale: dict[str, str],
     unusable_rows: int,
+    duplicate_rows: int = 0,
 ) -> list[str]:
-    lines = [f"results directory {d} does not exist: nothing is served from it" for d in missing]
+    lines = [f"the {d} directory does not exist: nothing is served from it" for d in missing]
     lines += [f"{name}: {why}" for name, why in stale.items()]
     lines += [f"{name} skipped: {why}" for name, why in skipped.items() if name not in stale]
     for name, reasons in dropped.items():
         total = sum(reasons.values())
         lines.append(
             f"{name}: {total} rows dropped ({'; '.join(f'{why}: {n}' for why, n in reasons.items())})"
+        )
+    if duplicate_rows:
+        lines.append(
+            f"{duplicate_rows} rows were read more than once (the same trial in two files): counted once"
         )
     if unusable_rows:
         lines.append(f"{unusable_rows} correct configurations name parameters the current code does not know")
