@@ -21,6 +21,9 @@ winners the same within noise (2% of the copy time, or the same configuration), 
 configuration measured twice. Exit status 1 if a configuration was measured twice (or, with --check, if a
 target is missed). Expected to take one to two minutes on two H200s.
 
+Output: the tables printed, and with `--json FILE` the numbers as JSON; the throughput table of
+docs/fleet.md comes from its run on two H200s, `docs/runs/h200x2_fleet.log` and `.json`.
+
 `--replay DIR --replay-delay S` runs the same steps against a recording (no GPU, no
 compile): how the tests check this script.
 """

@@ -10,6 +10,9 @@ that drift in the GPU's state over the sweep does not favour the new family.
 
     python scripts/bench_frontier.py --gpu h200 --out DIR      # DIR/frontier.parquet
 
+Output: `frontier.parquet` in `--out` (default `docs/runs/`) and the summary printed; the tables of
+docs/kernels.md come from its H200 runs, `docs/runs/h200_frontier_*.txt` and `.parquet`.
+
 With `--device-time N` the N fastest configurations by event time and the winner are then
 profiled (`tuner.gpu.kernel_profile`, needs PyTorch): each row profiled gets `device_us`, the
 median GPU time of its kernel over 40 flushed calls without the launch, and the summary adds the
@@ -32,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are kept
 sys.path.insert(0, str(ROOT))
 
 from results.index import build_index  # noqa: E402
@@ -58,7 +62,7 @@ IDEAS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", default="h200", help="the store's label of this GPU (default h200)")
-    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--out", type=Path, default=RUNS, help="directory (default docs/runs)")
     parser.add_argument("--shape", action="append", help="B=..,T=..,NH=..,NH_KV=..,HD=.. (default: SHAPES)")
     parser.add_argument("--dtype", default="fp32,bf16,fp16")
     parser.add_argument("--family", default="bulk", help="comma list of families to sweep, or all")

@@ -27,8 +27,10 @@ autotuner lookup). Median and p20/p80 of --reps calls.
     python3 scripts/bench_kernels.py --quick           # 2 shapes, bf16
     python3 scripts/bench_kernels.py --estimate        # the plan and its time estimate (no GPU)
 
-Writes one parquet row per (shape, dtype, peer), rewritten after every shape and dtype, and
-prints the tables last. Needs CuPy, PyTorch and Triton (the `bench` use only: the service and
+Output: one parquet row per (shape, dtype, peer), `--out` (default `docs/runs/peers.parquet`),
+rewritten after every shape and dtype, and the tables printed last. The tables of
+docs/peers.md and docs/l2-state.md come from its H200 runs, `docs/runs/h200_peers*.log` and
+`.parquet`. Needs CuPy, PyTorch and Triton (the `bench` use only: the service and
 the tuner need none of torch and triton).
 """
 
@@ -47,6 +49,7 @@ from typing import Any
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are kept
 sys.path.insert(0, str(ROOT))
 
 from results.peaks import peak_gbps  # noqa: E402
@@ -159,7 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the GPU's peak DRAM bandwidth (default: by device name, results/peaks.py)",
     )
     parser.add_argument(
-        "--out", type=Path, help="parquet of every row (default: $OUT/peers.parquet when OUT is set)"
+        "--out",
+        type=Path,
+        help="parquet of every row (default: $OUT/peers.parquet when OUT is set, else in docs/runs)",
     )
     parser.add_argument(
         "--no-head-to-head",
@@ -211,8 +216,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise UsageError("--reps must be at least 1 (100 or more for a result worth reporting)")
     if args.hold_us < 0 or args.budget_s < 0:
         raise UsageError("--hold-us and --budget-s take a number >= 0")
-    if args.out is None and os.environ.get("OUT"):
-        args.out = Path(os.environ["OUT"]) / "peers.parquet"
+    if args.out is None:
+        args.out = (Path(os.environ["OUT"]) if os.environ.get("OUT") else RUNS) / "peers.parquet"
     return args
 
 

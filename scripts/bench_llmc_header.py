@@ -2,7 +2,11 @@
 (as llm.c's dev/cuda programs are built), then validate and time every tuned shape and a few
 untuned ones per dtype against llm.c's kernel1 at block 128 and a device copy.
 
-    python scripts/bench_llmc_header.py --gpu h200 --out DIR     (writes header_harness.md)
+    python scripts/bench_llmc_header.py --gpu h200 --out DIR
+
+Output: `header_harness.md` in `--out` (default `docs/runs/`), the table printed as it runs; the
+header and the harness binary are built in a temporary directory. The table of docs/header.md
+comes from its H200 run, `docs/runs/h200_llmc_header.md` and `.log`.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ import argparse
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are kept
 sys.path.insert(0, str(ROOT))
 
 from results.header import export_table, render_header  # noqa: E402
@@ -27,17 +33,22 @@ UNTUNED = ["3,1000,32,8,128", "2,512,28,4,128", "6,4096,14,2,64", "1,777,12,4,72
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", default="h200")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=RUNS, help="directory (default docs/runs)")
     parser.add_argument("--arch", default="sm_90")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="repkv-header-") as build_dir:
+        return run(args, Path(build_dir))
+
+
+def run(args: argparse.Namespace, build_dir: Path) -> int:
     index = build_index(load_results(read_dirs())[0])
     table = export_table(index, args.gpu)
-    header = args.out / "repkv_tuned.cuh"
+    header = build_dir / "repkv_tuned.cuh"
     header.write_text(render_header(table))
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    binary = args.out / "harness"
-    build = [nvcc, "-O3", "-std=c++17", f"-arch={args.arch}", "-Xcompiler", "-fopenmp", f"-I{args.out}"]
+    binary = build_dir / "harness"
+    build = [nvcc, "-O3", "-std=c++17", f"-arch={args.arch}", "-Xcompiler", "-fopenmp", f"-I{build_dir}"]
     subprocess.run([*build, str(ROOT / "results" / "header_harness.cu"), "-o", str(binary)], check=True)
     lines: list[str] = []
     failed = False

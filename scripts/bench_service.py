@@ -12,6 +12,9 @@ the same machine) loop on a large export, by default every row as JSON
 (`/results?limit=1000000&format=json`, about 96 MB): first without them, then with them,
 with the exports' throughput and the server's memory.
 
+Output: the tables printed, nothing written; those of docs/service.md ("Its speed") come from
+its runs on the 2-core development machine.
+
     python scripts/bench_service.py [--trials-per-shape 930] [--seconds 10]
     python scripts/bench_service.py --mode exports [--exports 4] [--export-path /results?...]
 """

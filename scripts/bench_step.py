@@ -11,7 +11,11 @@ one CUDA graph. The PyTorch profiler splits the eager and compiled steps' GPU ti
 matrix products, attention, and the rest (replication and the packing copies around it).
 Also the CPU cost per call of the op beside plain PyTorch ops of the same size.
 
-    python scripts/bench_step.py --out DIR      (writes step.parquet, cpu_cost.parquet)
+    python scripts/bench_step.py --out DIR
+
+Output: `step.parquet` and `cpu_cost.parquet` in `--out` (default `docs/runs/`), the tables
+printed; the step-time and CPU-cost tables of docs/pytorch.md come from its H200 runs,
+`docs/runs/h200_step.*`, `h200_cpu_cost.*` and `h200x2_cpu_cost.*`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from repkv_tune.ops import LAUNCHERS, repkv, repkv_backward, served
+
+RUNS = Path(__file__).resolve().parents[1] / "docs" / "runs"  # the runs behind the shipped tables
 
 # (B, T, NH, NH_KV, HD)
 SIZES = [(4, 2048, 32, 8, 128), (8, 2048, 14, 2, 64), (2, 2048, 64, 8, 128)]
@@ -229,7 +235,7 @@ def markdown(step: pd.DataFrame) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=RUNS, help="directory (default docs/runs)")
     parser.add_argument("--quick", action="store_true", help="the first size only")
     parser.add_argument("--cpu-cost-only", action="store_true", help="only the CPU cost per call")
     args = parser.parse_args()

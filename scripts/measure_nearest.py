@@ -6,6 +6,10 @@ configuration was never measured at the held-out shape, this script measures it 
 timed, in the tuner's worker process) and files the rows in the results store, so that every
 answer is judged by a measurement. It then prints the leave-one-out table and summary.
 
+Output: the new rows (in `--into`, else the results directory), the leave-one-out table printed
+and, with `--out FILE`, written as parquet; the figures of docs/untuned.md ("Nearest answers,
+measured") come from its H200 run, `docs/runs/h200_leave_one_out.txt` and `.parquet`.
+
     python scripts/measure_nearest.py --gpu h200 --results results/data --out loo.parquet
     python scripts/measure_nearest.py --gpu h200 --into $OUT/rows   # new rows elsewhere
 """

@@ -39,7 +39,7 @@ def test_defaults_cover_the_default_set_plus_three_small_shapes_in_every_dtype(s
     assert [d.name for d in args.dtypes] == list(DTYPES)
     assert args.groups == list(pb.PEER_GROUPS)
     assert args.max_autotune_formulations == ["sum_cat", "repeat_kv_bwd"]
-    assert args.reps == 100 and args.out is None
+    assert args.reps == 100 and args.out == script.RUNS / "peers.parquet"  # docs/runs
     for shape in pb.SMALL_SHAPES:  # 8-32 MB in every dtype
         for dtype in DTYPES.values():
             assert 8e6 <= shape.bytes_moved(dtype) <= 32e6, (shape, dtype.name)

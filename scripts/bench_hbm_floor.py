@@ -20,9 +20,12 @@ of the two copies (the copy the tuner holds kernels to since `copy_method` "fast
 Each streaming kernel is the fastest of 16-byte words at 256 or 512 threads and 1, 2 or 4
 words a thread. Where `tuned` is at `twin`, the gather costs nothing and only the memory is left.
 
-    python scripts/probe_hbm.py --out DIR                  # DIR/hbm.parquet and the table
-    python scripts/probe_hbm.py --store --out DIR          # every group the store tuned
-    python scripts/probe_hbm.py --render DIR/hbm.parquet   # the table again, no GPU
+    python scripts/bench_hbm_floor.py --out DIR                  # DIR/hbm.parquet and the table
+    python scripts/bench_hbm_floor.py --store --out DIR          # every group the store tuned
+    python scripts/bench_hbm_floor.py --render DIR/hbm.parquet   # the table again, no GPU
+
+Output: `hbm.parquet` in `--out` (default `docs/runs/`) and the table printed; the tables of
+docs/hbm-floor.md come from its H200 runs, `docs/runs/h200_hbm_floor*.log` and `.parquet`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are kept
 sys.path.insert(0, str(ROOT))
 
 from results.schema import DEFAULT_HOLD_US  # noqa: E402
@@ -277,7 +281,7 @@ def store_groups(index: Any, label: str) -> list[tuple[Shape, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", default="h200", help="the store's label of this GPU (default h200)")
-    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--out", type=Path, default=RUNS, help="directory (default docs/runs)")
     parser.add_argument(
         "--shape", action="append", help="B=..,T=..,NH=..,NH_KV=..,HD=.. (default: the default set)"
     )

@@ -33,9 +33,13 @@ by CuPy on PyTorch's stream over the same dout and dinp (so `graph_fed` feeds th
 of them, if any, leads once dout is in L2; each with a cache hint also as `store#<rank>:plain`,
 the same configuration with plain loads and stores.
 
-    python scripts/probe_graph.py --out DIR [--shape B=1,T=512,NH=32,NH_KV=8,HD=64 ...] [--dtype bf16]
+    python scripts/bench_graph.py --out DIR [--shape B=1,T=512,NH=32,NH_KV=8,HD=64 ...] [--dtype bf16]
 
 By default the peers benchmark's shapes under 40 MB in bf16, in fp32, bf16 and fp16.
+
+Output: `graph.parquet` in `--out` (default `docs/runs/`) and the tables printed; the graph and
+L2-fed tables of docs/peers.md and docs/l2-state.md come from its H200 runs,
+`docs/runs/h200_graph_probe*.log` and `.parquet`.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are kept
 sys.path.insert(0, str(ROOT))
 
 from results.schema import DEFAULT_HOLD_US  # noqa: E402
@@ -167,7 +172,7 @@ def main() -> int:
         type=Path,
         help="a results directory read before the bundled one (default: the bundled one)",
     )
-    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--out", type=Path, default=RUNS, help="directory (default docs/runs)")
     args = parser.parse_args()
     try:  # bad input says so before any GPU work
         shapes = [Shape.parse(text) for text in args.shape] if args.shape else small_shapes()
@@ -182,6 +187,7 @@ def main() -> int:
         parser.error(f"needs a GPU host with CuPy, PyTorch and Triton ({exc})")
     args.out.mkdir(parents=True, exist_ok=True)
 
+    from repkv_tune.ops import reference_backward, repkv_backward
     from results.index import build_index, shape_tuple
     from results.selection import select
     from results.store import bundled_results_dir, load_results, read_dirs
@@ -189,7 +195,6 @@ def main() -> int:
     from tuner.gpu.kernels import CompileError, Kernels
     from tuner.gpu.peers import as_storage, share_stream_with_torch
     from tuner.gpu.timing import L2Flusher, time_windows
-    from repkv_tune.ops import reference_backward, repkv_backward
     from tuner.gpu.torch_peers import (
         TORCH_DTYPES,
         compile_formulation,

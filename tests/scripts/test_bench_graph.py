@@ -1,4 +1,4 @@
-"""scripts/probe_graph.py: its arithmetic and its import without a GPU."""
+"""scripts/bench_graph.py: its arithmetic and its import without a GPU."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from probe_graph import (  # noqa: E402
+from bench_graph import (  # noqa: E402
     held_measures,
     leaders,
     median_round,
@@ -123,7 +123,7 @@ def test_a_plain_twin_drops_the_cache_hints_and_nothing_else() -> None:
 
 def test_the_script_explains_itself_without_a_gpu() -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "probe_graph.py"), "--help"],
+        [sys.executable, str(ROOT / "scripts" / "bench_graph.py"), "--help"],
         capture_output=True,
         text=True,
         check=True,
@@ -140,7 +140,7 @@ def test_the_script_explains_itself_without_a_gpu() -> None:
 )
 def test_bad_input_is_one_line_before_any_gpu_work(tmp_path: Path, argument: list[str], says: str) -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "probe_graph.py"), *argument, "--out", str(tmp_path / "out")],
+        [sys.executable, str(ROOT / "scripts" / "bench_graph.py"), *argument, "--out", str(tmp_path / "out")],
         capture_output=True,
         text=True,
     )

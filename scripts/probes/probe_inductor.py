@@ -7,9 +7,9 @@ through Inductor's own launcher (`autotuner.run`, into a fixed or a fresh output
 
 max-autotune times candidate configurations while it compiles, so two compiles of the same
 function can pick different kernels; this shows how far apart they run, and whether a
-difference lies in the kernel or around it (`results/benchmarks/h200_inductor_probe.txt`).
+difference lies in the kernel or around it (`docs/runs/h200_inductor_probe.txt`).
 
-    PYTHONUNBUFFERED=1 python3 scripts/probe_inductor.py --shape B=1,T=512,NH=32,NH_KV=8,HD=64 \
+    PYTHONUNBUFFERED=1 python3 scripts/probes/probe_inductor.py --shape B=1,T=512,NH=32,NH_KV=8,HD=64 \
         --dtype bf16 --compiles 4 --out $OUT/inductor 2>&1 | tee $OUT/inductor.log
 
 Writes <out>/<shape>_<dtype>.txt (sources and chosen configurations per compile, fastest
@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # bench_kernels
 
 import bench_kernels  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""scripts/probe_hbm.py: the traffic it models, the twin's index math and the table (no GPU)."""
+"""scripts/bench_hbm_floor.py: the traffic it models, the twin's index math and the table (no GPU)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from probe_hbm import STREAM_SOURCE, summary, traffic, twin_fraction, twin_targets  # noqa: E402
+from bench_hbm_floor import STREAM_SOURCE, summary, traffic, twin_fraction, twin_targets  # noqa: E402
 
 from variants import Shape, get_dtype  # noqa: E402
 
@@ -41,8 +41,8 @@ def test_the_twin_step_holds_on_large_buffers() -> None:
 
 
 def test_every_streaming_kernel_compiles_offline() -> None:
+    from bench_hbm_floor import KINDS, PER_THREAD
     from cuda.bindings import nvrtc
-    from probe_hbm import KINDS, PER_THREAD
 
     err, program = nvrtc.nvrtcCreateProgram(STREAM_SOURCE.encode(), b"hbm.cu", 0, [], [])
     names = [f"hbm_{kind}<{per}>" for kind in KINDS for per in PER_THREAD]
@@ -79,7 +79,12 @@ def test_summary_gives_each_side_over_the_memcpy_and_tuned_over_the_twin() -> No
 def test_render_prints_the_table_from_a_parquet(tmp_path: Path) -> None:
     probe_rows().to_parquet(tmp_path / "hbm.parquet", index=False)
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "probe_hbm.py"), "--render", str(tmp_path / "hbm.parquet")],
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_hbm_floor.py"),
+            "--render",
+            str(tmp_path / "hbm.parquet"),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -89,8 +94,10 @@ def test_render_prints_the_table_from_a_parquet(tmp_path: Path) -> None:
     assert row in done.stdout
 
 
-@pytest.mark.parametrize("script", ["probe_hbm.py", "probe_launch.py"])
-def test_the_gpu_probes_explain_themselves_without_a_gpu(script: str) -> None:
+@pytest.mark.parametrize(
+    "script", ["bench_hbm_floor.py", "probes/probe_launch.py", "probes/probe_inductor.py"]
+)
+def test_the_gpu_scripts_explain_themselves_without_a_gpu(script: str) -> None:
     command = [sys.executable, str(ROOT / "scripts" / script), "--help"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

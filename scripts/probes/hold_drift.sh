@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run-to-run drift of the tuner's times, unheld (--hold-us 0) against held (150 us): three runs
 # of each, alternating, measuring the same 40 tile configurations (random sampler, fixed seed)
-# of two small shapes in fp16 and bf16. Needs a GPU and $OUT; results/benchmarks/h200_hold_drift.*
+# of two small shapes in fp16 and bf16. Needs a GPU and $OUT; docs/runs/h200_hold_drift.*
 set -u
 for r in 1 2 3; do
   for h in 0 150; do

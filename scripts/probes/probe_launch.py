@@ -12,7 +12,7 @@ duration. The sides here:
 - `compile`: `torch.compile` (default mode) of the slice/sum/cat formulation;
 - `empty_cupy`, `empty_triton`: an empty kernel launched by CuPy and by Triton.
 
-    python scripts/probe_launch.py --shape B=1,T=512,NH=8,NH_KV=4,HD=256 --dtype fp32 --out DIR
+    python scripts/probes/probe_launch.py --shape B=1,T=512,NH=8,NH_KV=4,HD=256 --dtype fp32 --out DIR
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from results.schema import DEFAULT_HOLD_US  # noqa: E402
@@ -63,6 +63,7 @@ def main() -> int:
 
     import torch
 
+    from repkv_tune.ops import repkv_backward
     from results.index import build_index
     from results.selection import select
     from results.store import bundled_results_dir, load_results
@@ -71,7 +72,6 @@ def main() -> int:
     from tuner.gpu.peers import as_torch, share_stream_with_torch
     from tuner.gpu.session import DeviceSession
     from tuner.gpu.timing import empty_launch
-    from repkv_tune.ops import repkv_backward
     from tuner.gpu.torch_peers import compile_formulation, configure_dynamo, sum_cat
     from tuner.kernel_trace import device_times
 
