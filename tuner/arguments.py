@@ -30,6 +30,9 @@ WEEK_S = 7 * 24 * 3600.0  # the longest --timeout (per shape and dtype)
 _SHAPE_FIELDS = ("B", "T", "NH", "NH_KV", "HD")
 
 
+NO_BUNDLED_HELP = "read the results directory alone, not the results bundled with the package beside it"
+
+
 class UsageError(Exception):
     """A mistake in the command line: the message says what to do."""
 

@@ -72,7 +72,7 @@ def state_note(l2: str) -> str:
 def cmd_best(args: argparse.Namespace) -> int:
     from tuner.report import render_winners, winners_table, write_winners
 
-    dirs = [args.results] if args.results else read_dirs()
+    dirs = [args.results] if args.results else read_dirs(bundled=args.bundled)
     frame, report = load_results(dirs)
     where = " and ".join(map(str, dirs))
     for path, why in report.skipped.items():

@@ -81,10 +81,18 @@ def _fmt(value: Any, spec: str, suffix: str = "") -> str:
     return f"{value:{spec}}{suffix}"
 
 
+def _is_terminal(file: TextIO) -> bool:
+    isatty = getattr(file, "isatty", None)
+    return bool(isatty and isatty())
+
+
 def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str = "Winners") -> None:
-    console = Console(file=file or sys.stdout, width=200)
+    """The winners as a table: as wide as the terminal, a configuration too long for it folded
+    onto the next line; elsewhere (a pipe, a file) as wide as the table, nothing cut."""
+    file = file or sys.stdout
+    terminal = _is_terminal(file)
     if table.empty:
-        console.print("no correct measurement to report")
+        Console(file=file).print("no correct measurement to report")
         return
     out = Table(title=title, show_lines=False)
     for name, justify in (
@@ -99,7 +107,7 @@ def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str =
         ("x empty launch", "right"),
         ("vs llm.c", "right"),
     ):
-        out.add_column(name, justify=justify)  # type: ignore[arg-type]
+        out.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for row in table.itertuples(index=False):
         out.add_row(
             row.gpu,
@@ -113,7 +121,8 @@ def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str =
             _fmt(row.ratio_to_empty_launch, ".2f", "x"),
             _fmt(row.speedup_vs_baseline, ".2f", "x"),
         )
-    console.print(out)
+    width = None if terminal else Console(width=1 << 20).measure(out).maximum
+    Console(file=file, width=width).print(out)
 
 
 def write_winners(table: pd.DataFrame, fmt: str, file: TextIO | None = None) -> None:

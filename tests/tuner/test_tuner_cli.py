@@ -644,3 +644,24 @@ def test_a_sqlite_storage_that_cannot_serve_is_refused_before_the_gpu_starts(
     assert ("does not exist" if case.startswith("a directory") else "in use by") in line
     assert started == []  # refused before the GPU worker was started
     assert not (tmp_path / "typo").exists() and not db.exists()
+
+
+def test_best_and_export_read_the_results_directory_alone_with_no_bundled(
+    monkeypatch, tmp_path: Path, capsys
+) -> None:
+    import json
+
+    mine = tmp_path / "mine"
+    F.write_recording(mine / "h200", [F.SMALL], ["bf16"])
+    monkeypatch.setenv("REPKV_RESULTS_DIR", str(mine))
+    assert main(["best", "--format", "json"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert main(["best", "--format", "json", "--no-bundled"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert {r["shape"] for r in alone} == {SMALL} and len(both) > len(alone)
+    exported = tmp_path / "winners.json"
+    argv = ["export", "--format", "json", "--gpu", "h200", "--dtype", "bf16", "-o", str(exported)]
+    assert main([*argv, "--no-bundled"]) == 0
+    assert f"1 tuned shapes of h200 written to {exported}" in capsys.readouterr().err
+    assert main(argv) == 0
+    assert "1 tuned shapes" not in capsys.readouterr().err  # with the bundled shapes: more

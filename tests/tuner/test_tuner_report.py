@@ -61,3 +61,15 @@ def test_winners_give_the_fraction_of_the_peak_where_the_device_is_known() -> No
         and "25.00x" in out.getvalue()
         and f"{100 * table.loc['h200', 'frac_peak']:.1f}%" in out.getvalue()
     )
+
+
+def test_winners_written_to_a_pipe_or_a_file_keep_every_configuration_name_whole() -> None:
+    from tuner.report import render_winners
+
+    config = "tile[" + ",".join(f"parameter_{i}=value_{i}" for i in range(12)) + "]"  # 250 characters
+    row = {c: math.nan for c in WINNER_COLUMNS}
+    row.update(gpu="h200", shape="B=8,T=1024,NH=32,NH_KV=8,HD=128", dtype="bf16", config=config, time_ms=0.1)
+    out = io.StringIO()  # not a terminal
+    render_winners(pd.DataFrame([row]), out, title="Winners")
+    text = out.getvalue()
+    assert "…" not in text and config in text  # whole, on one line: a pipe to grep finds it
