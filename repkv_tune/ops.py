@@ -77,7 +77,7 @@ def reference_backward(dout: torch.Tensor, NH_KV: int) -> torch.Tensor:
 
 
 # --- the tuned CUDA path ---------------------------------------------------------------------
-class Launchers:
+class _Launchers:
     """Launchers per (shape, dtype, device index), and the results index they are chosen
     from (loaded once, on the first CUDA call)."""
 
@@ -135,7 +135,7 @@ class Launchers:
 
 
 # Race the shortlisted configurations of an untuned shape on its first call (REPKV_RACE=0: no).
-LAUNCHERS = Launchers()
+LAUNCHERS = _Launchers()
 
 
 # (dout shape, dtype, device index, NH_KV) -> (launcher or None for B*T = 0, dinp shape): what
