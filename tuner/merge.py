@@ -8,7 +8,8 @@ earlier merge, adds nothing. Each source file is written under its own name
 (`<gpu>/<run_id>.parquet`); where OUT already has a file of that name (an earlier merge of a
 run that has grown since), the new rows are added to it. Every write is atomic (temporary
 name, then rename), so a service reading OUT meanwhile never sees half a file. Unreadable
-source files are skipped and reported; the sources are never changed.
+source files are skipped and reported, and so are rows that lack a value the trial row
+requires (a null time_ms: the service drops them too); the sources are never changed.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from results.schema import SHAPE_COLUMNS
-from results.store import CorruptResults, clean_stale_temporaries, read_file, result_files, write_table
+from results.store import CorruptResults, clean_stale_temporaries, read_table, result_files, write_table
+from results.validate import required_columns_set
 
 ROW_KEY = (
     "gpu",
@@ -41,11 +44,27 @@ class MergeReport:
     rows_added: int = 0
     rows_present: int = 0  # rows the target (or an earlier source) already held
     skipped: dict[str, str] = field(default_factory=dict)  # unreadable source file -> why
+    dropped: dict[str, dict[str, int]] = field(default_factory=dict)  # file -> reason -> rows left out
 
 
 def row_ids(frame: pd.DataFrame) -> pd.Series:
     columns = [c for c in ROW_KEY if c in frame.columns]
     return pd.util.hash_pandas_object(frame[columns].astype(str), index=False)
+
+
+def _read(path: Path, report: MergeReport) -> pd.DataFrame | None:
+    """A file's rows that can be written again (every required value set), or None if it
+    cannot be read; what is left out goes in the report."""
+    try:
+        table = read_table(path)
+    except CorruptResults as exc:
+        report.skipped[str(path)] = str(exc)
+        return None
+    whole, reasons = required_columns_set(table)
+    if reasons:
+        report.dropped[str(path)] = reasons
+        table = table.filter(pa.array(whole))
+    return table.to_pandas()
 
 
 def merge(sources: list[Path], target: Path) -> MergeReport:
@@ -57,10 +76,8 @@ def merge(sources: list[Path], target: Path) -> MergeReport:
     present: set[int] = set()
     existing: dict[Path, pd.DataFrame] = {}
     for path in result_files(target):
-        try:
-            frame = read_file(path)
-        except CorruptResults as exc:
-            report.skipped[str(path)] = str(exc)
+        frame = _read(path, report)
+        if frame is None:
             continue
         existing[path.relative_to(target)] = frame
         present.update(row_ids(frame))
@@ -69,10 +86,8 @@ def merge(sources: list[Path], target: Path) -> MergeReport:
         if source.resolve() == resolved_target:
             continue
         for path in result_files(source):
-            try:
-                frame = read_file(path)
-            except CorruptResults as exc:
-                report.skipped[str(path)] = str(exc)
+            frame = _read(path, report)
+            if frame is None:
                 continue
             ids = row_ids(frame)
             new = ~ids.isin(present) & ~ids.duplicated()
@@ -101,6 +116,9 @@ def run_merge(sources: list[Path], target: Path) -> int:
     report = merge(sources, target)
     for path, why in report.skipped.items():
         print(f"skipped {path}: {why}", file=sys.stderr)
+    for path, reasons in report.dropped.items():
+        counts = "; ".join(f"{why}: {n}" for why, n in reasons.items())
+        print(f"{path}: {sum(reasons.values())} rows left out ({counts})", file=sys.stderr)
     print(
         f"{report.rows_added} rows added to {target} in {len(report.files_written)} files; "
         f"{report.rows_present} already there"

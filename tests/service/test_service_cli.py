@@ -50,8 +50,9 @@ def test_the_app_serves_both_directories_and_readyz_lists_them(tmp_path: Path) -
     with TestClient(create_app(Settings(results_dir=empty))) as client:
         assert client.app.state.store.wait_ready(60)
         ready = client.get("/readyz").json()
-        assert ready["directories"] == [str(empty), str(BUNDLED)] and ready["rows"] > 0
-        assert all(f.startswith(str(BUNDLED)) for f in ready["files"])
+        assert ready["directories"] == ["results", "bundled"] and ready["rows"] > 0
+        assert ready["missing_directories"] == ["results"]
+        assert all(f.startswith("bundled:") for f in ready["files"])
         answers = client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}).json()["answers"]
         assert answers[0]["match"] == "exact"
 

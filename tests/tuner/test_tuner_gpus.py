@@ -1,7 +1,12 @@
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+import tuner_fakes as F
+
+from results.store import write_table
+from tuner.cli import main
 from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, default_label, label_matches, resolve_label
 
 
@@ -36,3 +41,19 @@ def test_matching_refined_forced_and_derived_labels() -> None:
     assert resolve_label(None, "NVIDIA H200") == "h200"
     with pytest.raises(InvalidGpuLabel):
         resolve_label("../h200", "NVIDIA H200", force=True)
+
+
+def test_gpu_label_from_recording_cannot_escape_results_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recording whose rows name the GPU "../../x", replayed under that label: one clear
+    line, and nothing written, least of all outside the results directory (t/a/x)."""
+    monkeypatch.chdir(tmp_path)
+    write_table(F.recording_rows([F.SMALL], ["bf16"], gpu="../../x"), Path("rec"), "hostile")
+    replay = ["--replay", "rec", "--shape", str(F.SMALL), "--dtype", "bf16", "--trials", "3", "--no-progress"]
+    assert main([*replay, "--gpu", "../../x", "--results", "t/a/b/out", "--storage", "memory"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "GPU label '../../x' must be" in err
+    assert main([*replay, "--results", "t/a/b/out", "--storage", "memory"]) == 2  # the label from the rows
+    assert "no trial rows under rec" in capsys.readouterr().err
+    assert not Path("t").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import tuner_fakes as F
+from trial_rows import write_unchecked
 
 from results.store import load_results, write_table
 from tuner.cli import main
@@ -41,3 +42,17 @@ def test_merge_command_reports_and_flags_unreadable_files(tmp_path: Path, capsys
     captured = capsys.readouterr()
     assert "4 rows added" in captured.out and "broken.parquet" in captured.err
     assert main(["merge", str(tmp_path / "none"), "-o", str(out)]) == 2
+
+
+def test_merge_leaves_out_rows_with_a_null_time_and_says_so_in_one_line(tmp_path: Path, capsys) -> None:
+    a, out = tmp_path / "a", tmp_path / "out"
+    rows = _rows("run-a", 5)
+    rows[1]["time_ms"] = rows[3]["time_ms"] = None  # a broken tool's rows: no time at all
+    write_unchecked(rows, a / "h200", "run-a")
+    assert main(["merge", str(a), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "3 rows added" in captured.out
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "run-a.parquet: 2 rows left out (time_ms is null: 2)" in lines[0]
+    frame, report = load_results(out)
+    assert len(frame) == 3 and not report.dropped

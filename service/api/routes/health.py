@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -26,50 +27,60 @@ async def healthz() -> Health:
 RESULTS_NAME, BUNDLED_NAME = "results", "bundled"
 
 
-def directory_names(store: ResultsStore) -> list[tuple[Path, str]]:
-    """Each directory the store reads and the name /readyz gives it: "results" (the results
-    directory), "bundled" (the results shipped with the package), or its own last component."""
+@dataclass(frozen=True)
+class Shown:
+    """A directory the store reads, the name /readyz gives it, and what precedes the path of
+    a file in it: nothing in the results directory, the name and a colon in the others."""
+
+    directory: Path
+    name: str
+    prefix: str
+
+    @property
+    def bases(self) -> list[Path]:
+        return list(dict.fromkeys([self.directory, resolved(self.directory)]))
+
+
+def shown_directories(store: ResultsStore) -> list[Shown]:
+    """Each directory the store reads as /readyz names it: "results" (the results directory),
+    "bundled" (the results shipped with the package), or its own last component."""
     bundled = resolved(bundled_results_dir())
-    names = []
+    shown: list[Shown] = []
     for i, directory in enumerate(store.directories):
         if i == 0:
             name = RESULTS_NAME
         elif resolved(directory) == bundled:
             name = BUNDLED_NAME
         else:
-            name = directory.name or f"directory-{i}"
-        names.append((directory, name))
-    return names
+            name = directory.name or "directory"
+        if any(s.name == name for s in shown):
+            name = f"{name}-{i}"
+        shown.append(Shown(directory, name, "" if i == 0 else f"{name}:"))
+    return shown
 
 
-def _bases(directory: Path) -> list[Path]:
-    return list(dict.fromkeys([directory, resolved(directory)]))
-
-
-def shown_path(path: str | Path, names: list[tuple[Path, str]]) -> str:
+def shown_path(path: str | Path, shown: list[Shown]) -> str:
     """A file as /readyz names it: relative to the results directory ("h100/run.parquet"), or
     to another directory read, after its name ("bundled:h200/run.parquet"); never absolute."""
     path = Path(path)
-    for directory, name in names:
-        for base in _bases(directory):
+    for directory in shown:
+        for base in directory.bases:
             try:
-                relative = path.relative_to(base)
+                return f"{directory.prefix}{path.relative_to(base)}"
             except ValueError:
                 continue
-            return str(relative) if name == RESULTS_NAME else f"{name}:{relative}"
     return path.name
 
 
-def scrubbed(text: str | None, names: list[tuple[Path, str]]) -> str | None:
+def scrubbed(text: str | None, shown: list[Shown]) -> str | None:
     """`text` (a reason, an error) with the directories' places on the server replaced by
     their names."""
     if text is None:
         return None
-    for directory, name in names:
-        for base in _bases(directory):
+    for directory in shown:
+        for base in directory.bases:
             if base.is_absolute():
-                prefix = "" if name == RESULTS_NAME else f"{name}:"
-                text = text.replace(f"{base}/", prefix).replace(str(base), f"<{name}>")
+                text = text.replace(f"{base}/", directory.prefix).replace(str(base), f"<{directory.name}>")
     return text
 
 
@@ -90,19 +101,19 @@ async def readyz(store: Annotated[ResultsStore, Depends(get_store)]) -> Readines
         return JSONResponse(status_code=503, content=body.model_dump(mode="json"))
     index = state.index
     report = index.report
-    names = directory_names(store)
-    shown = dict(names)
-    skipped = {shown_path(p, names): scrubbed(why, names) or "" for p, why in report.skipped.items()}
-    dropped = {shown_path(p, names): reasons for p, reasons in report.dropped.items()}
-    stale = {shown_path(p, names): why for p, why in report.stale.items()}
-    missing = [shown.get(Path(d), Path(d).name) for d in store.missing]
+    shown = shown_directories(store)
+    skipped = {shown_path(p, shown): scrubbed(why, shown) or "" for p, why in report.skipped.items()}
+    dropped = {shown_path(p, shown): reasons for p, reasons in report.dropped.items()}
+    stale = {shown_path(p, shown): why for p, why in report.stale.items()}
+    names = {str(d.directory): d.name for d in shown}
+    missing = [names.get(d, Path(d).name) for d in store.missing]
     return Readiness(
         ready=True,
         generation=state.generation,
         loaded_at=index.loaded_at,
         load_seconds=state.load_seconds,
-        directories=[name for _, name in names],
-        files=[shown_path(p, names) for p in report.files],
+        directories=[d.name for d in shown],
+        files=[shown_path(p, shown) for p in report.files],
         skipped=skipped,
         dropped=dropped,
         dropped_rows=report.dropped_rows,
@@ -113,7 +124,7 @@ async def readyz(store: Annotated[ResultsStore, Depends(get_store)]) -> Readines
         tuned=len(index.groups),
         unusable_rows=index.unusable_rows,
         reload_interval_s=store.interval,
-        last_error=scrubbed(store.last_error, names),
+        last_error=scrubbed(store.last_error, shown),
     )
 
 

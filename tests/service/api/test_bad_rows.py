@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 import subprocess
 import sys
 import time
@@ -206,3 +207,60 @@ def test_python_m_service_logs_a_missing_results_directory(tmp_path: Path) -> No
         proc.terminate()
         out, _ = proc.communicate(timeout=10)
     assert f"WARNING:  results directory {missing} does not exist" in out, out
+
+
+def test_a_row_with_corrupt_params_does_not_hide_the_real_winner(store_dir: Path) -> None:
+    """split (0.09 ms) wins h100's S1; a faster ok row under split's config_key with broken
+    params used to stand for split when rows were de-duplicated by key, and then, unusable,
+    took split away: vec, the runner-up, was served."""
+    corrupt = bad(("split", SPLIT16), params='{"block": 512, "items":', time_ms=0.05)
+    with client_with(store_dir, [corrupt]) as c:
+        assert c.app.state.store.wait_ready(30)
+        body = c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).json()
+        assert body["answers"][0]["kernel"]["family"] == "split"
+        assert body["answers"][0]["measured"]["time_ms"] == pytest.approx(0.09)
+        ready = c.get("/readyz").json()
+        assert ready["dropped"]["hand-written.parquet"] == {
+            'params is not a JSON object (e.g. \'{"block": 512, "items":\')': 1
+        }
+
+
+def test_a_time_six_times_the_devices_own_peak_is_dropped(store_dir: Path) -> None:
+    """302 MB in 15 us is 20 TB/s: six times an H100's 3.35 TB/s, yet under the old fixed
+    floor of 100 TB/s, so it won."""
+    with client_with(store_dir, [bad(("vec", VEC16), gpu_name="NVIDIA H100 80GB HBM3", time_ms=0.015)]) as c:
+        assert c.app.state.store.wait_ready(30)
+        body = c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).json()
+        assert body["answers"][0]["measured"]["time_ms"] == pytest.approx(0.09)
+        (why,) = c.get("/readyz").json()["dropped"]["hand-written.parquet"]
+        assert "3x the device's peak bandwidth" in why
+
+
+def test_a_gpu_label_that_is_a_path_is_dropped_and_never_listed(store_dir: Path) -> None:
+    with client_with(store_dir, [bad(gpu="../../x")]) as c:
+        assert c.app.state.store.wait_ready(30)
+        assert "../../x" not in [g["label"] for g in c.get("/gpus").json()]
+        assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "../../x"}).status_code in (404, 422)
+        (why,) = c.get("/readyz").json()["dropped"]["hand-written.parquet"]
+        assert why.startswith("gpu is not a GPU label") and "'../../x'" in why
+
+
+def test_a_copied_file_and_a_row_written_twice_are_counted_once(store_dir: Path) -> None:
+    with make_client(store_dir) as c:
+        assert c.app.state.store.wait_ready(30)
+        before = {path: c.get(path).json() for path in ("/gpus", "/shapes", "/results")}
+    shutil.copyfile(store_dir / "synthetic-h100.parquet", store_dir / "copy-of-h100.parquet")
+    row = trial("h100", S1, "bf16", "vec", VEC16, 0.5, number=30)
+    write_unchecked([row, row], store_dir, "twice")
+    with make_client(store_dir) as c:
+        assert c.app.state.store.wait_ready(30)
+        gpus = {g["label"]: g["trials"] for g in c.get("/gpus").json()}
+        assert gpus == {g["label"]: g["trials"] + (g["label"] == "h100") for g in before["/gpus"]}
+        shapes = c.get("/shapes").json()
+        assert sum(s["trials"] for s in shapes) == sum(s["trials"] for s in before["/shapes"]) + 1
+        assert c.get("/results").json()["total"] == before["/results"]["total"] + 1 == 12
+        ready = c.get("/readyz").json()
+        assert ready["rows"] == 12 and len(ready["files"]) == 4
+        assert (
+            "9 rows were read more than once (the same trial in two files): counted once" in ready["warnings"]
+        )

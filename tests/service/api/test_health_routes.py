@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 
 from conftest import S1, VEC16, make_client, trial
 from fastapi.testclient import TestClient
 
-from results.store import write_table
+from results.store import bundled_results_dir, write_table
+from service.api.app import create_app
+from service.live_store import ResultsStore
+from service.settings import Settings
 
 
 def test_healthz_and_readyz(client: TestClient) -> None:
@@ -67,3 +72,46 @@ def test_unchanged_directory_is_not_reloaded(store_dir: Path) -> None:
         assert store.refresh() is False
         (store_dir / "synthetic-h100.parquet").touch()
         assert store.refresh() is True and store.state.generation == 2
+
+
+def test_readyz_lists_entries_that_are_not_files_with_why(store_dir: Path) -> None:
+    (store_dir / "h100").mkdir()
+    (store_dir / "h100" / "odd.parquet").mkdir()
+    os.mkfifo(store_dir / "pipe.parquet")
+    os.symlink("loop-b.parquet", store_dir / "loop-a.parquet")
+    os.symlink("loop-a.parquet", store_dir / "loop-b.parquet")
+    with make_client(store_dir) as c:
+        assert c.app.state.store.wait_ready(30)
+        ready = c.get("/readyz").json()
+        assert ready["skipped"] == {
+            "h100/odd.parquet": "a directory, not a file",
+            "loop-a.parquet": "a symbolic link loop, not a file",
+            "loop-b.parquet": "a symbolic link loop, not a file",
+            "pipe.parquet": "a FIFO, not a file: never opened",
+        }
+        assert "pipe.parquet skipped: a FIFO, not a file: never opened" in ready["warnings"]
+        assert ready["rows"] == 11
+        os.unlink(store_dir / "pipe.parquet")  # the listing changed: reloaded, no longer reported
+        assert c.app.state.store.refresh() is True
+        assert "pipe.parquet" not in c.get("/readyz").json()["skipped"]
+
+
+def test_readyz_names_files_relative_to_the_directories_read_never_by_server_paths(
+    store_dir: Path, tmp_path: Path
+) -> None:
+    more, gone = tmp_path / "more", tmp_path / "gone"
+    write_table([trial("a100", S1, "bf16", "vec", VEC16, 0.2)], more / "a100", "run")
+    (more / "half-written.parquet").write_bytes(b"PAR1\x00\x01garbage")
+    store = ResultsStore(store_dir, beside=[more, gone, bundled_results_dir()], interval=30)
+    with TestClient(create_app(Settings(results_dir=store_dir, reload_interval=30), store)) as c:
+        assert store.wait_ready(60)
+        ready = c.get("/readyz").json()
+        assert ready["directories"] == ["results", "more", "gone", "bundled"]
+        assert ready["missing_directories"] == ["gone"]
+        assert "the gone directory does not exist: nothing is served from it" in ready["warnings"]
+        files = ready["files"]
+        assert files[:3] == ["synthetic-h100.parquet", "synthetic-others.parquet", "more:a100/run.parquet"]
+        assert files[3:] and all(name.startswith("bundled:h200/") for name in files[3:])
+        assert list(ready["skipped"]) == ["more:half-written.parquet"]
+        text = json.dumps(ready)
+        assert str(tmp_path) not in text and str(bundled_results_dir()) not in text
