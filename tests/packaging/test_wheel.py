@@ -9,21 +9,14 @@ so it takes a minute or two.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from wheel_install import REPO, Install, fresh_install, serving
 
-REPO = Path(__file__).resolve().parents[2]
 SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
 HINT = "pip install 'repkv-tune[tuner]'"
 PACKAGES = ("variants", "results", "tuner", "service", "service.api", "service.dashboards", "tuner.gpu")
@@ -31,116 +24,30 @@ PACKAGES = ("variants", "results", "tuner", "service", "service.api", "service.d
 pytestmark = [pytest.mark.packaging, pytest.mark.timeout(1500)]
 
 
-@dataclass
-class Install:
-    wheel: Path
-    venv: Path
-    work: Path  # the working directory of every command: outside the checkout
-    env: dict[str, str]
-
-    @property
-    def python(self) -> Path:
-        return self.venv / "bin" / "python"
-
-    def script(self, name: str) -> Path:
-        return self.venv / "bin" / name
-
-    def run(self, *argv: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
-        command = [str(a) for a in argv]
-        return subprocess.run(
-            command, cwd=self.work, env=self.env, capture_output=True, text=True, timeout=timeout
-        )
-
-    def py(self, code: str) -> str:
-        out = self.run(self.python, "-c", code)
-        assert out.returncode == 0, out.stderr
-        return out.stdout.strip()
-
-    def pip_install(self, requirement: str) -> None:
-        out = self.run(self.python, "-m", "pip", "install", "-q", requirement, timeout=1200)
-        assert out.returncode == 0, out.stdout + out.stderr
-
-
-def _sources(dest: Path) -> Path:
-    """The checkout's files (tracked, and untracked but not ignored) without build leftovers:
-    setuptools writes build/ and *.egg-info beside the sources it builds."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-    )
-    if listed.returncode == 0:
-        for name in filter(None, listed.stdout.decode().split("\0")):
-            if (REPO / name).is_file():
-                (dest / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(REPO / name, dest / name)
-    else:  # not a git checkout
-        ignore = shutil.ignore_patterns(".*", "__pycache__", "build", "dist", "*.egg-info")
-        shutil.copytree(REPO, dest, ignore=ignore, dirs_exist_ok=True)
-    return dest
-
-
 @pytest.fixture(scope="module")
-def install(tmp_path_factory: pytest.TempPathFactory) -> Install:
-    root = tmp_path_factory.mktemp("packaging")
-    assert not root.resolve().is_relative_to(REPO.resolve())
-    src = _sources(root / "src")
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(src), "-w", str(root / "dist")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = (root / "dist").glob("repkv_tune-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, timeout=300)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "REPKV_", "VIRTUAL_ENV"))}
-    env["XDG_DATA_HOME"] = str(root / "data")  # the user data directory, not the real one
-    work = root / "work"
-    work.mkdir()
-    return Install(wheel, root / "venv", work, env)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def install(tmp_path_factory: pytest.TempPathFactory, built_wheel: Path) -> Install:
+    return fresh_install(tmp_path_factory.mktemp("packaging"), built_wheel)
 
 
 @pytest.fixture
 def served(install: Install) -> Iterator[str]:
-    port = free_port()
-    argv = [str(install.python), "-m", "service", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(
-        argv, cwd=install.work, env=install.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                out = proc.stdout.read().decode() if proc.stdout else ""
-                pytest.fail(f"python -m service did not get ready:\n{out}")
-            time.sleep(0.2)
+    with serving(install) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+
+
+def test_no_benchmark_output_ships_in_the_wheel(built_wheel: Path) -> None:
+    """The runs behind docs/ (logs, tables, parquet) stay in docs/runs, out of the package: the
+    only data the wheel carries is the bundled store's parquet under results/data."""
+    names = zipfile.ZipFile(built_wheel).namelist()
+    files = [n for n in names if ".dist-info/" not in n]
+    assert not [n for n in files if n.endswith((".log", ".txt", ".md", ".json"))]
+    assert not [n for n in names if n.startswith(("results/benchmarks/", "docs/", "scripts/"))]
+    assert all(n.startswith("results/data/") for n in files if n.endswith(".parquet"))
 
 
 def test_the_wheel_holds_every_package_and_the_data_they_read(install: Install) -> None:
     names = set(zipfile.ZipFile(install.wheel).namelist())
-    for module in ("service/api/app.py", "service/api/routes/best.py", "service/dashboards/draw.py"):
+    for module in ("service/api/app.py", "service/api/routes/best.py", "service/dashboards/__init__.py"):
         assert module in names
     assert {"repkv_tune/ops.py", "tuner/gpu/worker.py", "variants/common.cuh", "variants/split.cu"} <= names
     bundled = {n for n in names if n.startswith("results/data/") and n.endswith(".parquet")}
