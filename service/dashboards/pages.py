@@ -164,7 +164,8 @@ def overview_table(table: pd.DataFrame, compare: bool = True, l2: str = L2_COLD)
             f"<tr><td>{link(row.gpu, bandwidth_url(row.gpu))}</td>"
             f"<td>{link(row.shape, shape_url(row.gpu, shape, row.dtype))}</td>"
             f"<td>{e(row.dtype)}</td><td><code>{e(row.config_key)}</code>{stale}</td>"
-            f"{_cell(row.time_ms, 4)}{_cell(row.gbps, 0)}{_cell(row.ratio_to_copy, 3)}"
+            f"{_cell(row.time_ms, 4)}{_cell(row.gbps, 0)}"
+            f"{_cell(row.pct_of_peak, 1)}{_cell(row.ratio_to_copy, 3)}"
             f"{_cell(row.speedup_vs_baseline, 2)}<td class='num'>{int(row.trials)}</td>"
             f"<td>{winner_links(row.gpu, shape, row.dtype, row.source_hash, l2)}</td>"
             + (f"<td>{link('all GPUs', gpus_url(shape, row.dtype))}</td>" if compare else "")
@@ -172,7 +173,8 @@ def overview_table(table: pd.DataFrame, compare: bool = True, l2: str = L2_COLD)
         )
     head = (
         "<tr><th>GPU</th><th>shape</th><th>dtype</th><th>winner</th><th>ms</th><th>GB/s</th>"
-        "<th>time / copy</th><th>speed-up vs llm.c</th><th>trials</th><th>kernel</th>"
+        '<th title="of the peak DRAM bandwidth of the GPU (data sheet)">% of peak</th><th>time / copy</th>'
+        "<th>speed-up vs llm.c</th><th>trials</th><th>kernel</th>"
         + ("<th></th>" if compare else "")
         + "</tr>"
     )

@@ -1,7 +1,11 @@
-"""The dashboards in a real headless Chromium against a real server, checked as a person would
-look at them: every chart drawn, no console errors, each reference line's label sitting at its
-line (as rendered, in pixels), the winner marked in the heat map. Screenshots are saved under
-a pytest temporary directory and, when REPKV_SCREENSHOTS=DIR is set, copied there."""
+"""The dashboards in a real headless Chromium, 1400 px wide, against a real server, checked as a
+person would look at them: every chart drawn, no console errors, each reference line's label
+sitting at its line (as rendered, in pixels), the winner marked in the heat map, every text at
+least 11 px tall as drawn, no two numbers of a heat map on top of each other, and the overview
+naming every winner above the fold. Pages are drawn from the tests' synthetic rows and from the
+bundled H200 results. Screenshots are saved under a pytest temporary directory and, when
+REPKV_SCREENSHOTS=DIR is set, copied there: those of the bundled results are docs/dashboards/'s
+(REPKV_SCREENSHOTS=docs/dashboards pytest -m browser -k bundled)."""
 
 from __future__ import annotations
 
@@ -11,13 +15,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import h100_rows, other_rows
+from conftest import h100_rows, other_rows, running_service
 
 from results.store import write_table
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
+REPO = Path(__file__).resolve().parents[2]
+BUNDLED = REPO / "results" / "data"
+VIEWPORT = {"width": 1400, "height": 1000}
+MIN_FONT_PX = 11
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -28,13 +36,22 @@ ARGS = [
     "--no-first-run",
 ]
 SHAPE = "B=8&T=1024&NH=32&NH_KV=8&HD=128"
-# name: (path, charts, reference lines that must be drawn with their labels)
+# name: (path, charts, horizontal reference lines that must be drawn with their labels)
 PAGES = {
-    "overview": ("/dashboards", 3, 1),
+    "overview": ("/dashboards", 3, 0),
     "shape": (f"/dashboards/shape?gpu=h100&{SHAPE}&dtype=bf16", 3, 4),
-    "gpus": (f"/dashboards/gpus?{SHAPE}&dtype=bf16", 2, 1),
+    "gpus": (f"/dashboards/gpus?{SHAPE}&dtype=bf16", 2, 0),
     "bandwidth": ("/dashboards/bandwidth?gpu=h200", 2, 2),
     "untuned": ("/dashboards/shape?gpu=h100&B=2&T=3000&dtype=bf16", 0, 0),
+}
+# The bundled H200 results, named as the screenshots in docs/dashboards/ are.
+BUNDLED_PAGES = {
+    "overview": ("/dashboards", 3, 0),
+    "shape-h200-B8-T1024-bf16": (f"/dashboards/shape?gpu=h200&{SHAPE}&dtype=bf16", 3, 4),
+    "shape-h200-B8-T1024-fp32": (f"/dashboards/shape?gpu=h200&{SHAPE}&dtype=fp32", 3, 4),
+    "gpus-B8-T1024-bf16": (f"/dashboards/gpus?{SHAPE}&dtype=bf16", 2, 0),
+    "bandwidth-h200": ("/dashboards/bandwidth?gpu=h200", 2, 2),
+    "untuned-h200-B2-T3000-bf16": ("/dashboards/shape?gpu=h200&B=2&T=3000&dtype=bf16", 0, 0),
 }
 
 # Each labelled line of a chart: the label's rendered box and the line's rendered y (pixels).
@@ -67,6 +84,60 @@ WINNER_JS = """
           markerX: String(marker.x[0]), markerY: String(marker.y[0]),
           drawn: el.querySelectorAll('.scatterlayer .point').length};
 }
+"""
+
+
+# Resolves once no chart's texts have moved for 10 frames: plotly redraws a chart after its
+# first pass to fit the margins to the labels (automargin), which moves everything in it.
+SETTLED_JS = """
+() => new Promise((resolve) => {
+  const where = () => Array.from(document.querySelectorAll('.js-plotly-plot svg text'))
+    .map((t) => { const b = t.getBoundingClientRect(); return `${b.left},${b.top}`; }).join(';');
+  let last = where(), still = 0, frames = 0;
+  const step = () => {
+    const now = where();
+    still = now === last ? still + 1 : 0;
+    last = now;
+    if (still >= 10 || ++frames > 600) resolve(frames); else requestAnimationFrame(step);
+  };
+  requestAnimationFrame(step);
+})
+"""
+
+# Every non-empty text of a chart whose size as drawn (its font size times the scale of its
+# transforms: plotly shrinks a bar label that does not fit by scaling it) is below the minimum.
+SMALL_TEXT_JS = """
+(el, minimum) => Array.from(el.querySelectorAll('svg text')).flatMap((t) => {
+  const box = t.getBoundingClientRect();
+  if (!t.textContent.trim() || box.width === 0) return [];
+  const m = t.getScreenCTM();
+  const size = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+  return size < minimum ? [{text: t.textContent, size: size, cls: t.getAttribute('class')}] : [];
+})
+"""
+
+# Pairs of heat-map numbers (the cells' texts) whose drawn boxes intersect.
+HEATMAP_OVERLAP_JS = """
+(el) => {
+  const boxes = Array.from(el.querySelectorAll('.heatmaplayer text'))
+    .filter((t) => t.textContent.trim())
+    .map((t) => ({text: t.textContent, box: t.getBoundingClientRect()}));
+  const hit = [];
+  boxes.forEach((a, i) => boxes.slice(i + 1).forEach((b) => {
+    const x = Math.min(a.box.right, b.box.right) - Math.max(a.box.left, b.box.left);
+    const y = Math.min(a.box.bottom, b.box.bottom) - Math.max(a.box.top, b.box.top);
+    if (x > 0.5 && y > 0.5 && hit.length < 5) hit.push([a.text, b.text]);
+  }));
+  return {labels: boxes.length, overlaps: hit};
+}
+"""
+
+# The winners the overview's first chart names in its heat-map cells, with where they are drawn.
+NAMED_WINNERS_JS = """
+(el) => Array.from(el.querySelectorAll('.heatmaplayer text'))
+  .filter((t) => t.textContent.trim())
+  .map((t) => { const b = t.getBoundingClientRect();
+                return {text: t.textContent.trim(), top: b.top, bottom: b.bottom}; })
 """
 
 
@@ -103,8 +174,17 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             shutil.copy2(png, Path(target) / png.name)
 
 
+@pytest.fixture(scope="module")
+def bundled_server() -> Iterator[str]:
+    """The service serving the bundled results (results/data) alone."""
+    if not any(BUNDLED.rglob("*.parquet")):
+        pytest.skip(f"no bundled results under {BUNDLED}")
+    with running_service(BUNDLED) as url:
+        yield url
+
+
 def open_page(browser, url: str, charts: int):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport=VIEWPORT)
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -114,13 +194,23 @@ def open_page(browser, url: str, charts: int):
         page.wait_for_function(
             f"document.querySelectorAll('.js-plotly-plot svg.main-svg').length >= {charts}", timeout=30_000
         )
+        page.evaluate(SETTLED_JS)
     return page, errors
 
 
 @pytest.mark.parametrize("name", list(PAGES))
 def test_page_reads_as_it_should(browser, live_server: str, shots: Path, name: str) -> None:
-    path, charts, lines = PAGES[name]
-    page, errors = open_page(browser, live_server + path, charts)
+    check_page(browser, live_server, shots, name, PAGES[name], name)
+
+
+@pytest.mark.parametrize("name", list(BUNDLED_PAGES))
+def test_bundled_page_reads_as_it_should(browser, bundled_server: str, shots: Path, name: str) -> None:
+    check_page(browser, bundled_server, shots, name, BUNDLED_PAGES[name], name.split("-")[0])
+
+
+def check_page(browser, server: str, shots: Path, name: str, spec: tuple[str, int, int], kind: str) -> None:
+    path, charts, lines = spec
+    page, errors = open_page(browser, server + path, charts)
     plots = page.locator(".js-plotly-plot")
     assert plots.count() == charts
     for i in range(charts):
@@ -136,18 +226,36 @@ def test_page_reads_as_it_should(browser, live_server: str, shots: Path, name: s
         assert line["labelBottom"] - 6 <= line["lineY"] <= line["labelBottom"] + 3, line
         assert line["plotLeft"] <= line["labelLeft"] and line["labelRight"] <= line["plotRight"] + 2, line
 
-    if name == "shape":
+    for i in range(charts):
+        small = plots.nth(i).evaluate(SMALL_TEXT_JS, MIN_FONT_PX)
+        assert small == [], f"chart {i}: text under {MIN_FONT_PX} px: {small[:5]}"
+        heat = plots.nth(i).evaluate(HEATMAP_OVERLAP_JS)
+        assert heat["overlaps"] == [], f"chart {i}: heat-map numbers overlap: {heat['overlaps']}"
+    if kind == "overview":
+        check_winners_named_above_the_fold(page, plots.nth(0))
+    if kind == "shape":
         winner = plots.nth(0).evaluate(WINNER_JS)
         assert winner is not None, "the heat map has no winner marker"
         assert (winner["markerX"], winner["markerY"]) == (winner["cellX"], winner["cellY"])
         assert winner["drawn"] == 1
-    if name == "untuned":
+    if kind == "untuned":
         served = page.locator(".summary.served")
         assert served.count() == 1 and "GET /best serves" in served.inner_text()
         assert page.locator(".summary.served a.recipe").count() == 1
     assert errors == []
     page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
     page.close()
+
+
+def check_winners_named_above_the_fold(page, board) -> None:
+    """The overview's first chart names the winning family of every GPU, shape and dtype of the
+    winners table, each drawn inside the first screen (no scrolling, no hovering)."""
+    table = page.locator("table.winners").first.locator("tbody tr td:nth-child(4) code")
+    expected = sorted(key.split("[")[0] for key in table.all_inner_texts())
+    named = board.evaluate(NAMED_WINNERS_JS)
+    assert expected and sorted(n["text"] for n in named) == expected
+    below = [n for n in named if n["top"] < 0 or n["bottom"] > VIEWPORT["height"]]
+    assert below == [], f"{len(below)} winners are named below the fold, e.g. {below[:3]}"
 
 
 def test_pickers_reload_the_page_with_the_query_changed(browser, live_server: str) -> None:

@@ -369,7 +369,7 @@ def test_views_that_compare_times_read_only_the_rows_timed_as_the_group_is_serve
     assert table[table["B"] == 1]["time_ms"].tolist() == [pytest.approx(0.30)]
 
 
-def test_overview_bars_star_ratios_held_to_cudamemcpy_alone() -> None:
+def test_overview_board_draws_ratios_held_to_cudamemcpy_alone_hollow() -> None:
     from service.dashboards import draw
 
     rows = pd.DataFrame(
@@ -380,13 +380,53 @@ def test_overview_bars_star_ratios_held_to_cudamemcpy_alone() -> None:
     )
     table = data.overview(rows)
     assert table.set_index("short_shape")["copy_method"].notna().sum() == 1
-    figure = draw.overview_ratio(table)
-    labels = dict(zip(figure.data[0].x, figure.data[0].text, strict=True))
-    starred = {row.short_shape: labels[row.short_shape].endswith("*") for row in table.itertuples()}
-    assert starred == {row.short_shape: pd.isna(row.copy_method) for row in table.itertuples()}
-    assert sorted(starred.values()) == [False, True]
-    hover = {row[4] for row in figure.data[0].customdata}
-    assert hover == {"the faster of cudaMemcpyAsync and a copy kernel", "cudaMemcpyAsync alone"}
+    figure = draw.overview_board(table)
+    ratio = next(t for t in figure.data if t.xaxis == "x3")
+    symbols = dict(zip(ratio.y, ratio.marker.symbol, strict=True))
+    hollow = {row.short_shape: symbols[row.short_shape].endswith("-open") for row in table.itertuples()}
+    assert hollow == {row.short_shape: pd.isna(row.copy_method) for row in table.itertuples()}
+    assert {row[1] for row in ratio.customdata} == {
+        "the faster of cudaMemcpyAsync and a copy kernel",
+        "cudaMemcpyAsync alone",
+    }
+    assert "hollow: the copy was cudaMemcpyAsync alone" in figure.layout.xaxis3.title.text
+
+
+def test_overview_gives_each_winner_its_percent_of_the_gpus_peak() -> None:
+    rows = pd.DataFrame(
+        [
+            {**trial("h200", S1, BF16, "split", SPLIT16, 0.09), "gpu_name": "NVIDIA H200"},
+            trial("l4", S1, BF16, "vec", VEC16, 0.2),  # a synthetic device: no known peak
+        ]
+    )
+    table = data.overview(rows).set_index("gpu")
+    h200 = table.loc["h200"]
+    assert h200["peak_gbps"] == 4800.0
+    gbps = S1.bytes_moved(variants.get_dtype(BF16)) / 0.09e6
+    assert h200["pct_of_peak"] == pytest.approx(100 * gbps / 4800)
+    assert math.isnan(table.loc["l4", "pct_of_peak"]) and math.isnan(table.loc["l4", "peak_gbps"])
+    assert data.bandwidth(rows, "h200")["pct_of_peak"].tolist() == [pytest.approx(h200["pct_of_peak"])]
+
+
+def test_every_gpu_keeps_its_place_whichever_gpus_a_view_holds() -> None:
+    rows = frame()
+    order = {"h100": 0, "h200": 1, "l4": 2}
+    assert data.gpu_order(rows) == order
+    assert data.gpu_order(pd.DataFrame(other_rows())) == {"h200": 0, "l4": 1}
+    assert dict(zip(data.overview(rows)["gpu"], data.overview(rows)["gpu_order"], strict=True)) == order
+    assert set(data.overview(rows, gpu="l4")["gpu_order"]) == {2}
+    assert set(data.bandwidth(rows, "l4")["gpu_order"]) == {2}
+    assert set(data.family_vs_best(rows, "h200")["gpu_order"]) == {1}
+    assert data.gpu_comparison(rows, S1, BF16)["gpu_order"].tolist() == [0, 1, 2]
+    best = data.family_best(rows, S1, BF16)
+    assert best["gpu_order"].is_monotonic_increasing and set(best["gpu_order"]) == {0, 1, 2}
+
+
+def test_shapes_in_order_lists_each_shape_once_smallest_first_across_gpus() -> None:
+    table = data.overview(frame())
+    assert data.shapes_in_order(table) == ["1×1024 32/8/128", "8×1024 32/8/128"]
+    assert data.shapes_in_order(table.iloc[::-1]) == ["1×1024 32/8/128", "8×1024 32/8/128"]
+    assert data.shapes_in_order(table.iloc[0:0]) == []
 
 
 def test_the_dashboards_draw_cold_rows_only() -> None:

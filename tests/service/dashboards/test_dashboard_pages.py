@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -70,16 +71,97 @@ def test_overview_page(client: TestClient) -> None:
     assert "/dashboards/shape?gpu=h100" in r.text
 
 
-def test_overview_tells_dtypes_apart_and_zooms_on_the_copy(client: TestClient) -> None:
-    ratio, _speedup, families = specs(client.get("/dashboards").text)
-    names = [trace["name"] for trace in ratio["data"]]
-    assert "h100 bf16" in names and "h100 fp32" in names  # one bar series per GPU and dtype
-    colors = {t["name"]: t["marker"]["color"] for t in ratio["data"]}
-    assert colors["h100 bf16"] == colors["h200 bf16"] != colors["h100 fp32"]
-    low, high = ratio["layout"]["yaxis"]["range"]
-    assert 0.5 <= low <= 0.8 and high > 1.0  # not from 0: 0.94 and 1.06 must look different
-    assert labelled_lines(ratio) == [(1.0, 1.0)]
+def test_overview_board_names_each_winner_by_family_beside_its_peak_and_copy(client: TestClient) -> None:
+    board, _speedup, families = specs(client.get("/dashboards").text)
+    cells = board["data"][0]
+    assert cells["type"] == "heatmap" and cells["texttemplate"] == "%{text}"
+    named = {
+        (shape, column): text
+        for shape, line in zip(cells["y"], cells["text"], strict=True)
+        for column, text in zip(cells["x"], line, strict=True)
+        if text
+    }
+    assert len(named) == 6  # every winner of the table, by family
+    h100 = next(c for c in cells["x"] if "h100" in c and "bf16" in c)
+    assert named[("8×1024 32/8/128", h100)] == "split"
+    hover = cells["hovertext"][cells["y"].index("8×1024 32/8/128")][cells["x"].index(h100)]
+    assert "<b>split</b>" in hover and "items=4" in hover and "0.0900 ms" in hover  # its parameters
+    legend = [t["name"] for t in board["data"] if t.get("legendgroup") == "family"]
+    assert legend == [f for f in variants.FAMILIES if f in set(named.values())]
+    layout = board["layout"]
+    assert layout["xaxis2"]["title"]["text"] == "% of HBM peak" and layout["xaxis2"]["range"] == [0, 105]
+    assert layout["xaxis3"]["range"][0] == 0  # bars and dots of time / copy from 0...
+    (line,) = [s for s in layout["shapes"] if s.get("name") == "device copy = 1"]
+    assert line["x0"] == line["x1"] == 1.0 and line["xref"] == "x3"  # ...with the copy's line at 1
+    assert "<b>1 = copy</b>" in layout["xaxis3"]["ticktext"]
+    peak = [t for t in board["data"] if t.get("xaxis") == "x2"]
+    ratio = [t for t in board["data"] if t.get("xaxis") == "x3"]
+    assert (
+        [t["name"] for t in peak]
+        == [t["name"] for t in ratio]
+        == ["h100 fp32", "h100 bf16", "h200 bf16", "l4 bf16"]
+    )
     assert families["data"][0]["type"] == "heatmap"
+
+
+def test_one_colour_per_gpu_in_the_same_order_on_every_page(client: TestClient) -> None:
+    colour = dict(zip(["h100", "h200", "l4"], draw.GPU_COLORS, strict=False))
+    board, speedup, _ = specs(client.get("/dashboards").text)
+    for trace in board["data"]:
+        if trace.get("xaxis") in ("x2", "x3"):
+            assert trace["marker"]["color"] == colour[trace["name"].split()[0]], trace["name"]
+    bars = {t["name"]: t["marker"]["color"] for t in speedup["data"]}
+    assert bars == colour and [t["name"] for t in speedup["data"]][:3] == ["h100", "h200", "l4"]
+    l4 = specs(client.get("/dashboards", params={"gpu": "l4"}).text)[0]  # l4 alone: still its colour
+    assert {t["marker"]["color"] for t in l4["data"] if t.get("xaxis") == "x2"} == {colour["l4"]}
+    gbps, _ = specs(client.get("/dashboards/bandwidth", params={"gpu": "l4"}).text)
+    assert {t["marker"]["color"] for t in gbps["data"] if t["name"].startswith("winner")} == {colour["l4"]}
+    winners, families = specs(client.get("/dashboards/gpus", params=SHAPE).text)
+    for figure in (winners, families):
+        axis = figure["layout"]["yaxis" if figure is winners else "xaxis"]
+        assert axis["categoryarray"] == ["h100", "h200", "l4"]
+        labels = zip(axis["tickvals"], axis["ticktext"], strict=True)
+        assert all(colour[gpu] in text for gpu, text in labels)
+
+
+def test_every_time_over_copy_axis_starts_at_zero(client: TestClient) -> None:
+    board = specs(client.get("/dashboards").text)[0]
+    _, ratio = specs(client.get("/dashboards/bandwidth", params={"gpu": "h100"}).text)
+    winners, _ = specs(client.get("/dashboards/gpus", params=SHAPE).text)
+    for axis in (board["layout"]["xaxis3"], ratio["layout"]["yaxis"], winners["layout"]["xaxis2"]):
+        low, high = axis["range"]
+        assert low == 0 and high >= 1.25
+
+
+def fonts(node: object, path: str = "") -> list[tuple[str, float]]:
+    """Every font size a figure spec sets, with where."""
+    found = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "size" and "font" in path.rsplit("/", 1)[-1] and isinstance(value, (int, float)):
+                found.append((path, float(value)))
+            found += fonts(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for item in node:
+            found += fonts(item, path)
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/dashboards",
+        "/dashboards/shape?gpu=h100&B=8&T=1024",
+        "/dashboards/gpus?B=8&T=1024",
+        "/dashboards/bandwidth?gpu=h100",
+    ],
+)
+def test_no_chart_text_is_set_under_11_px_nor_shrunk_to_fit(client: TestClient, path: str) -> None:
+    for figure in specs(client.get(path).text):
+        assert [f for f in fonts(figure) if f[1] < draw.MIN_FONT] == []
+        for trace in figure["data"]:
+            if trace["type"] == "bar" and trace.get("text") is not None:
+                assert trace["constraintext"] == "none"  # plotly would scale a label down to the bar
 
 
 def test_overview_links_every_winner_to_its_recipe_and_source(client: TestClient) -> None:
@@ -294,7 +376,7 @@ def test_rows_without_gpu_dtype_or_family_do_not_break_the_dashboards(
 
 
 def test_reference_line_label_uses_log10_on_a_log_axis() -> None:
-    fig = draw.go.Figure(layout={"yaxis": {"type": "log"}})
+    fig = go.Figure(layout={"yaxis": {"type": "log"}})
     draw.reference_line(fig, 0.67, "baseline", dash="dash", color="#000", log_y=True)
     (shape,), (label,) = fig.layout.shapes, fig.layout.annotations
     assert shape.y0 == shape.y1 == 0.67 and shape.name == label.name == "baseline"
