@@ -75,8 +75,8 @@ def test_a_failure_row_has_infinite_time_and_value() -> None:
 def test_sink_flushes_every_row_and_splits_long_runs_into_parts(tmp_path) -> None:
     sink = ResultsSink(tmp_path, "h200", "run-1", part_rows=3)
     row = _row(Measurement(Status.OK, time_ms=1.0))
-    for _ in range(7):
-        sink.append(dict(row))
+    for number in range(7):
+        sink.append({**row, "trial": number})  # seven trials (the same row twice is one trial)
     names = sorted(p.name for p in (tmp_path / "h200").iterdir())
     assert names == ["run-1.1.parquet", "run-1.2.parquet", "run-1.parquet"]
     from results.store import load_results
