@@ -10,8 +10,8 @@ Kernels depend on B and T only through B*T, so where two tuned shapes share a B*
 the requested dtype and head layout (tier 0): the row of the same B*T, else the nearest by
 |log2(B*T / B'*T')| (ties to the earlier row), skipping a row whose kernel cannot serve that B*T
 (its index type or CUDA's grid limit). A shape whose dtype and head layout were never tuned gets
-a generic configuration: `vec` at block 256 with the widest vector that divides HD, else
-`gather`.
+the layout rule's choice for its (nrep, HD) class, fitted on the store at export time
+(`results.header_fallback`), never one fixed configuration.
 
 A row's launch is data, not code: grid = sum over its terms (scale, a, b) of
 scale * ceil(B*T*a / b) (the family's `grid_terms`), and its kernel instantiations are listed
@@ -28,10 +28,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 import variants
+from results.header_fallback import FallbackTable, fallback_plan, fallback_table, render_tables
 from results.index import StoreIndex
 from results.recipe import GRID_LIMIT
 from results.schema import L2_COLD, L2_FED
-from results.selection import GENERIC_BLOCK, Choice, generic_configs, serving, source_gpus
+from results.selection import Choice, serving, source_gpus
 from variants import DType, Family, GridTerm, Shape
 from variants.family import grid_size
 
@@ -83,6 +84,7 @@ class ExportTable:
     generated: str
     runner_up_rows: int  # rows whose tuned winner the header cannot launch: a slower one serves
     rows: tuple[Row, ...]
+    fallback: FallbackTable  # layouts without rows (results.header_fallback)
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=False)
@@ -202,7 +204,9 @@ def export_table(
             )
         )
     summary = index.gpus.get(measured)
-    used = sorted({r.family for r in rows} | {"vec", "gather"})
+    fallback = fallback_table(groups)
+    generic = {k.config_key.split("[")[0] for kernels in fallback.kernels.values() for k in kernels}
+    used = sorted({r.family for r in rows} | generic)
     return ExportTable(
         gpu=gpu,
         measured_gpu=measured,
@@ -215,6 +219,7 @@ def export_table(
         runner_up_rows=demoted,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         rows=tuple(rows),
+        fallback=fallback,
     )
 
 
@@ -226,17 +231,6 @@ def _kernel_sources(families: Iterable[str]) -> str:
     body = "\n".join(line for line in common.splitlines() if not line.startswith("#include"))
     templates = [variants.get_family(name).template_path.read_text() for name in families]
     return "\n".join([body, *templates])
-
-
-def generic_expressions(dtype: DType) -> list[tuple[int, str]]:
-    """(vector bytes, 0 for gather) -> each generic configuration's 64-bit-index
-    instantiation, in the order the header tries them (`results.selection.generic_configs`)."""
-    huge = Shape(2**20, 2**12, 8, 8, 128)  # HD fits every width; indices need 64 bits
-    found = []
-    for config in generic_configs(dtype):
-        family = variants.get_family(config.family)
-        found.append((config.values.get("vec_bytes", 0), family.name_expression(huge, dtype, config)))
-    return found
 
 
 def _row_table(rows: Sequence[Row]) -> str:
@@ -256,7 +250,7 @@ def _row_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines) if lines else "    {-1, 0, 0, 0, 0, 0, 0, {0, 0}, {0, 0}, {1, 1}, 0, {0, 0}},"
 
 
-def _launchers(rows: Sequence[Row]) -> str:
+def _launchers(rows: Sequence[Row], fallback: FallbackTable) -> str:
     out = []
     for dtype_name, dtype in variants.DTYPES.items():
         cases = []
@@ -266,8 +260,8 @@ def _launchers(rows: Sequence[Row]) -> str:
             for k, segment in enumerate(row.segments):
                 cases.append(f"        case {n * 2 + k}: {segment.name_expression}{LAUNCH_ARGUMENTS}")
         generic = [
-            f"        case {-1 - n}: {expression}{LAUNCH_ARGUMENTS}"
-            for n, (_, expression) in enumerate(generic_expressions(dtype))
+            f"        case {-1 - n}: {kernel.name_expression}{LAUNCH_ARGUMENTS}"
+            for n, kernel in enumerate(fallback.kernels[dtype_name])
         ]
         body = "\n".join(cases + generic)
         out.append(
@@ -282,14 +276,6 @@ def _launchers(rows: Sequence[Row]) -> str:
             "}\n"
         )
     return "\n".join(out)
-
-
-def _generic_widths() -> str:
-    lines = []
-    for dtype_name, dtype in variants.DTYPES.items():
-        widths = ", ".join(str(w) for w, _ in generic_expressions(dtype))
-        lines.append(f"    /* {dtype_name} */ {{{widths}}},")
-    return "\n".join(lines)
 
 
 def render_header(table: ExportTable) -> str:
@@ -334,8 +320,8 @@ def render_header(table: ExportTable) -> str:
         kernels=_kernel_sources(families),
         rows=_row_table(table.rows),
         row_count=max(len(table.rows), 1),
-        generic_widths=_generic_widths(),
-        launchers=_launchers(table.rows),
+        generic_tables=render_tables(table.fallback),
+        launchers=_launchers(table.rows, table.fallback),
         grid_limit=GRID_LIMIT,
     )
 
@@ -347,7 +333,8 @@ HEADER_TEMPLATE = """\
 // Measured on {gpu} ({names}, compute capability {cc}), {measured}; generated {generated}.
 // Kernel sources (family sha256[:16]): {sources}.{stale}{runner_up}{fallback}
 // {nrows} tuned shapes. Other B*T of a tuned (dtype, NH, NH_KV, HD) get the nearest tuned
-// B*T's configuration (the rule of GET /best); other head layouts a generic configuration.
+// B*T's configuration (the rule of GET /best); other head layouts the layout rule's choice
+// for their (nrep, HD) class, fitted on these measurements.
 //
 // Drop-in for llmc/repkv.cuh's backward:
 //     void repkv_backward(floatX* dinp, const floatX* dout, int B, int T, int NH, int NH_KV, int HD)
@@ -381,11 +368,7 @@ static const Row ROWS[{row_count}] = {{
 {rows}
 }};
 static const int NROWS = {nrows};
-// Generic widths per dtype (fp32, bf16, fp16): vec bytes tried in order, 0 = gather.
-static const int GENERIC[3][4] = {{
-{generic_widths}
-}};
-
+{generic_tables}
 template <typename T> struct DTypeId;
 template <> struct DTypeId<float> {{ static constexpr int value = 0; }};
 template <> struct DTypeId<__nv_bfloat16> {{ static constexpr int value = 1; }};
@@ -432,15 +415,19 @@ inline Plan plan(int dtype, int B, int T, int NH, int NH_KV, int HD) {{
         best_distance = d;
     }}
     if (best.row >= 0) return best;
-    const long long row_bytes = (long long)(NH + 2 * NH_KV) * HD * (dtype == 0 ? 4 : 2);
-    for (int n = 0; n < 4; n++) {{
-        const int width = GENERIC[dtype][n];
-        if (width == 0) {{
-            return Plan{{-1 - n, -1, cdiv(tokens * (NH + 2 * NH_KV) * HD, {generic_block}), {generic_block}}};
-        }}
-        if ((HD * (dtype == 0 ? 4 : 2)) % width == 0) {{
-            return Plan{{-1 - n, -1, cdiv(tokens * row_bytes / width, {generic_block}), {generic_block}}};
-        }}
+    const int itemsize = dtype == 0 ? 4 : 2, nrep = NH / NH_KV;
+    int nc = 0, hc = 0;
+    while (nrep > NREP_UPTO[nc]) nc++;
+    while (HD > HD_UPTO[hc]) hc++;
+    const int* tries = CLASSES[dtype][nc][hc];
+    for (int i = 0; tries[i] >= 0; i++) {{
+        const Generic& g = GENERIC[dtype][tries[i]];
+        if ((HD * itemsize) % g.width) continue;
+        long long units = tokens * (NH + 2 * NH_KV);
+        if (!g.per_head) units = units * HD * itemsize / g.width;
+        const long long grid = cdiv(units, g.per_block);
+        if (grid > {grid_limit}LL) continue;
+        return Plan{{-1 - tries[i], -1, grid, g.block}};
     }}
     return best;
 }}
@@ -465,7 +452,7 @@ template <typename floatX>
 inline void repkv_backward(floatX* dinp, const floatX* dout, int B, int T, int NH, int NH_KV, int HD) {{
     repkv_backward(dinp, dout, B, T, NH, NH_KV, HD, (cudaStream_t)0);
 }}
-""".replace("{generic_block}", str(GENERIC_BLOCK))
+"""
 
 
 @dataclass(frozen=True)
@@ -499,11 +486,5 @@ def plan(table: ExportTable, dtype: str, shape: Shape) -> Plan:
                 break
     if best is not None:
         return best
-    dt = variants.get_dtype(dtype)
-    row_bytes = shape.heads_in * shape.HD * dt.itemsize
-    for n, (width, _) in enumerate(generic_expressions(dt)):
-        if width == 0:
-            return Plan(-1 - n, -1, -(-tokens * shape.heads_in * shape.HD // GENERIC_BLOCK), GENERIC_BLOCK)
-        if (shape.HD * dt.itemsize) % width == 0:
-            return Plan(-1 - n, -1, -(-(tokens * row_bytes // width) // GENERIC_BLOCK), GENERIC_BLOCK)
-    raise AssertionError("gather serves every shape")
+    n, grid, block = fallback_plan(table.fallback, variants.get_dtype(dtype), shape)
+    return Plan(-1 - n, -1, grid, block)

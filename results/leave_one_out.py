@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from results.index import StoreIndex, build_index
+from results.index import StoreIndex, TunedGroup, build_index
 from results.schema import SHAPE_COLUMNS
-from results.selection import choose
+from results.selection import Choice, choose
 
 COLUMNS = [
     "gpu",
@@ -54,34 +54,39 @@ def leave_one_out(frame_or_index: pd.DataFrame | StoreIndex) -> pd.DataFrame:
     rows = []
     for key, group in index.groups.items():
         choice = choose(index.groups_of(group.gpu), group.shape, group.dtype, exclude={key})
-        optimum = group.best
-        row = {
-            "gpu": group.gpu,
-            **group.shape.as_dict(),
-            "dtype": group.dtype.name,
-            "optimum_config": optimum.config_key,
-            "optimum_ms": optimum.time_ms,
-            "served_from": None,
-            "served_dtype": None,
-            "tier": None,
-            "distance": math.nan,
-            "served_config": None,
-            "served_ms": math.nan,
-            "slowdown": math.nan,
-        }
-        if choice is not None:
-            served_ms = group.time_of(choice.candidate.config_key)
-            row.update(
-                served_from=str(choice.group.shape),
-                served_dtype=choice.group.dtype.name,
-                tier=choice.tier,
-                distance=choice.distance,
-                served_config=choice.candidate.config_key,
-                served_ms=math.nan if served_ms is None else served_ms,
-                slowdown=math.nan if served_ms is None else served_ms / optimum.time_ms,
-            )
-        rows.append(row)
+        rows.append(_row(group, choice))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _row(group: TunedGroup, choice: Choice | None) -> dict:
+    """A held-out group's row: its optimum, and the served configuration's time there."""
+    optimum = group.best
+    row = {
+        "gpu": group.gpu,
+        **group.shape.as_dict(),
+        "dtype": group.dtype.name,
+        "optimum_config": optimum.config_key,
+        "optimum_ms": optimum.time_ms,
+        "served_from": None,
+        "served_dtype": None,
+        "tier": None,
+        "distance": math.nan,
+        "served_config": None,
+        "served_ms": math.nan,
+        "slowdown": math.nan,
+    }
+    if choice is not None:
+        served_ms = group.time_of(choice.candidate.config_key)
+        row.update(
+            served_from=str(choice.group.shape),
+            served_dtype=choice.group.dtype.name,
+            tier=choice.tier,
+            distance=choice.distance,
+            served_config=choice.candidate.config_key,
+            served_ms=math.nan if served_ms is None else served_ms,
+            slowdown=math.nan if served_ms is None else served_ms / optimum.time_ms,
+        )
+    return row
 
 
 def summarize(table: pd.DataFrame) -> Summary:
@@ -188,3 +193,20 @@ def rule_quality(index: StoreIndex, gpu: str) -> RuleQuality:
     """How the nearest-shape rule has done on `gpu`'s own results, per tier."""
     found = rule_quality_by_gpu(index).get(gpu)
     return found if found is not None else rule_quality_of(pd.DataFrame(columns=COLUMNS), gpu)
+
+
+def leave_layout_out(frame_or_index: pd.DataFrame | StoreIndex) -> pd.DataFrame:
+    """One row per tuned group, answered with every group of its head layout (NH, NH_KV, HD,
+    all dtypes) left out: what a layout nobody tuned would be served (`results.layout_rule`
+    first). Columns as `leave_one_out`'s; `slowdown` is NaN where the group never measured
+    the configuration it would be served."""
+    index = frame_or_index if isinstance(frame_or_index, StoreIndex) else build_index(frame_or_index)
+    rows = []
+    for group in index.groups.values():
+        layout = (group.shape.NH, group.shape.NH_KV, group.shape.HD)
+        same_layout = {
+            g.key for g in index.groups_of(group.gpu) if layout == (g.shape.NH, g.shape.NH_KV, g.shape.HD)
+        }
+        choice = choose(index.groups_of(group.gpu), group.shape, group.dtype, exclude=same_layout)
+        rows.append(_row(group, choice))
+    return pd.DataFrame(rows, columns=COLUMNS)

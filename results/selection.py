@@ -16,6 +16,10 @@ family constraints reject the requested shape (or whose grid would exceed CUDA's
 skipped, then the next tuned shape is tried. The answer carries the tuned shape it came
 from and its distance.
 
+A head layout never tuned in the requested dtype (no tier 0) is first served by the layout
+rule (`results.layout_rule`): the configuration that ran closest to the optimum across the
+nearest tuned groups, from the group that measured it best; the ranking above follows it.
+
 Across GPUs, `source_gpus` is the one fallback policy: a GPU is answered from its own
 results; a GPU without any from the other GPUs' only where the caller asks for that.
 """
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import variants
+from results import layout_rule
 from results.index import Candidate, GroupKey, StoreIndex, TunedGroup, shape_tuple
 from results.recipe import Recipe, build_recipe
 from variants import Config, DType, Shape
@@ -92,7 +97,10 @@ def serving(
     """Every configuration that can serve (shape, dtype), in the order the rule tries them:
     tuned groups by rank, each group's configurations fastest first."""
     usable = [g for g in groups if g.key not in exclude]
-    for t, d, group in rank_groups(usable, shape, dtype):
+    by_rank = rank_groups(usable, shape, dtype)
+    if not any(t == 0 for t, _, _ in by_rank):  # the layout was never tuned in this dtype
+        yield from _by_layout_rule(usable, shape, dtype)
+    for t, d, group in by_rank:
         exact = group.shape == shape and group.dtype.name == dtype.name
         for rank, candidate in enumerate(group.candidates):
             recipe = build_recipe(candidate, shape, dtype)
@@ -106,6 +114,23 @@ def serving(
                     tier=t,
                     distance=d,
                 )
+
+
+def _by_layout_rule(groups: list[TunedGroup], shape: Shape, dtype: DType) -> Iterator[Choice]:
+    for scored in layout_rule.rank(groups, shape, dtype):
+        recipe = build_recipe(scored.candidate, shape, dtype)
+        if not isinstance(recipe, Recipe):
+            continue
+        group = scored.group
+        yield Choice(
+            group=group,
+            candidate=scored.candidate,
+            rank=group.candidates.index(scored.candidate),
+            recipe=recipe,
+            match="nearest",
+            tier=tier(shape, dtype, group.shape, group.dtype),
+            distance=distance(shape, dtype, group.shape, group.dtype),
+        )
 
 
 def choose(

@@ -6,6 +6,7 @@ callers use."""
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import itertools
 from collections.abc import Iterator, Mapping
@@ -59,8 +60,8 @@ class Config:
     def values(self) -> dict[str, Any]:
         return dict(self.params)
 
-    @property
-    def key(self) -> str:
+    @functools.cached_property
+    def key(self) -> str:  # computed once: every ranking and index reads it
         inner = ",".join(f"{k}={v}" for k, v in self.params)
         return f"{self.family}[{inner}]"
 

@@ -11,18 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from trial_rows import S1, S2, SPLIT16, VEC16, trial
+from trial_rows import S1, S2, SPLIT16, VEC16, WPH, trial
 
 import variants
-from results.header import (
-    GENERIC_BLOCK,
-    ExportError,
-    export_table,
-    generic_expressions,
-    plan,
-    render_header,
-    segments,
-)
+from results.header import ExportError, export_table, plan, render_header, segments
 from results.index import build_index
 from results.recipe import build_recipe
 from results.selection import select
@@ -85,7 +77,8 @@ def test_plan_follows_the_selection_rule_within_a_tuned_layout() -> None:
     table = export_table(index, "h200")
     rng = random.Random(0)
     layouts = {(r.dtype, r.NH, r.NH_KV, r.HD) for r in table.rows}
-    checked = demoted = 0
+    checked = 0
+    demoted: set[int] = set()  # rows that serve a runner-up of a bulk winner
     for dtype, nh, nh_kv, hd in sorted(layouts):
         for _ in range(20):
             shape = Shape(rng.randint(1, 32), rng.choice([1, 7, 128, 1000, 2048, 4096]), nh, nh_kv, hd)
@@ -103,12 +96,12 @@ def test_plan_follows_the_selection_rule_within_a_tuned_layout() -> None:
                     if c.family.grid_terms(group.shape, group.dtype, c.config.values) is not None
                 )
                 recipe = build_recipe(candidate, shape, variants.get_dtype(dtype))
-                demoted += 1
+                demoted.add(got.row)
             assert candidate.config_key == row.config_key
             assert (got.grid, got.block) == (recipe.grid, recipe.block)
             assert table.rows[got.row].segments[got.kernel % 2].name_expression == recipe.name_expression
             checked += 1
-    assert checked >= 100 and demoted == table.runner_up_rows
+    assert checked >= 100 and 0 < len(demoted) <= table.runner_up_rows
     # tile's grid, heads_in * ceil(B*T / tokens), is launch data: its winners serve from the header
     tiles = [r for r in table.rows if r.family == "tile"]
     assert tiles and all(len(r.grid_terms) == 1 and r.grid_terms[0].a == 1 for r in tiles)
@@ -131,13 +124,23 @@ def test_a_bulk_winner_is_served_by_its_shapes_fastest_launchable_runner_up() ->
     assert "rows serve their shape's fastest" not in render_header(export_table(synthetic_index(), "h100"))
 
 
-def test_untuned_layouts_get_the_generic_configuration() -> None:
-    table = export_table(synthetic_index(), "h100")
-    wide = plan(table, "bf16", Shape(2, 100, 12, 4, 72))
-    assert wide.row == -1 and generic_expressions(BF16)[-1 - wide.kernel][0] == 16
-    assert wide.grid == -(-(200 * 20 * 72 * 2 // 16) // GENERIC_BLOCK)
-    odd = plan(table, "fp16", Shape(1, 3, 2, 1, 33))  # 66-byte rows: no vector width fits
-    assert odd.row == -1 and generic_expressions(variants.get_dtype("fp16"))[-1 - odd.kernel][0] == 0
+def test_untuned_layouts_get_the_layout_rules_choice_for_their_class() -> None:
+    """warp_per_head ran within 2% of the optimum at every tuned shape and vec 30% behind: a
+    layout without rows is served warp_per_head (a layout-free family), not a fixed vec."""
+    rows = []
+    for n, shape in enumerate([S1, S2, Shape(2, 512, 16, 4, 128)]):
+        rows.append(trial("h100", shape, "bf16", "split", SPLIT16, 1.00, number=3 * n))
+        rows.append(trial("h100", shape, "bf16", "warp_per_head", WPH, 1.02, number=3 * n + 1))
+        rows.append(trial("h100", shape, "bf16", "vec", VEC16, 1.30, number=3 * n + 2))
+    table = export_table(build_index(pd.DataFrame(rows)), "h100")
+    untuned = Shape(2, 100, 12, 4, 72)  # 144-byte heads: 16-byte words divide them
+    chosen = plan(table, "bf16", untuned)
+    kernel = table.fallback.kernels["bf16"][-1 - chosen.kernel]
+    assert chosen.row == -1 and kernel.config_key == variants.Config.of("warp_per_head", **WPH).key
+    assert (chosen.grid, chosen.block) == (-(-(200 * 20) // WPH["warps"]), 32 * WPH["warps"])
+    # 66-byte heads: no vector divides them, so the class's chain ends in gather
+    odd = plan(table, "fp16", Shape(1, 3, 2, 1, 33))
+    assert odd.row == -1 and table.fallback.kernels["fp16"][-1 - odd.kernel].config_key.startswith("gather[")
 
 
 def _nvcc() -> str | None:
@@ -170,7 +173,10 @@ def test_the_header_compiles_and_dispatches_as_specified(tmp_path: Path) -> None
             Shape(rng.randint(1, 64), rng.randint(1, 8192), nh, nh_kv, hd) for _ in range(15)
         )
     for dtype in cases:
-        cases[dtype] += [Shape(3, 5, 12, 4, 72), Shape(1, 1, 2, 1, 33), Shape(4096, 65536, 32, 8, 128)]
+        cases[dtype] += [Shape(3, 5, 12, 4, 72), Shape(1, 1, 2, 1, 33), Shape(4096, 16384, 32, 8, 128)]
+        # layouts without rows, one per (nrep, HD) class: MQA at nrep 128, nrep 1, odd HD
+        cases[dtype] += [Shape(2, 300, 128, 1, 64), Shape(1, 77, 24, 24, 80), Shape(3, 9, 40, 5, 192)]
+        cases[dtype] += [Shape(1, 1000, 56, 8, 96), Shape(2, 33, 12, 6, 256), Shape(1, 5, 6, 3, 40)]
     for dtype, shapes in cases.items():
         args = [f"{s.B},{s.T},{s.NH},{s.NH_KV},{s.HD}" for s in shapes]
         out = subprocess.run(

@@ -78,10 +78,12 @@ def test_same_dtype_is_preferred_over_a_closer_other_dtype(client: TestClient) -
 
 
 def test_a_rejected_configuration_is_skipped_for_the_next_best(client: TestClient) -> None:
-    # HD=100 is not a multiple of 8 bf16 lanes: split and vec (16-byte) reject it; naive serves
+    # HD=100, a layout nobody tuned, is not a multiple of 8 bf16 lanes: split and vec (16-byte)
+    # reject it; of the rest, the layout rule serves gather (S2's best, never measured at S1)
+    # over naive (7x S1's best and 4x S2's)
     body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "HD": 100, "gpu": "h100"}))
-    assert body["match"] == "nearest" and body["tuned_shape"] == S1.as_dict()
-    assert body["kernel"]["family"] == "naive" and body["rank"] == 2
+    assert body["match"] == "nearest" and body["tuned_shape"] == S2.as_dict()
+    assert body["kernel"]["family"] == "gather" and body["rank"] == 0
 
 
 def test_falls_back_to_the_next_shape_when_every_configuration_rejects(client: TestClient) -> None:
@@ -191,9 +193,37 @@ def test_odd_strings_are_404_not_500(client: TestClient) -> None:
 def test_largest_shapes_are_answered_or_refused_cleanly(client: TestClient) -> None:
     top = 2**24
     r = client.get("/best", params={"B": top, "T": top, "NH": top, "NH_KV": 1, "HD": top})
+    assert r.status_code == 422, r.text
+    r = client.get("/best", params={"B": 5, "T": top})  # the most tokens of 32/8/128 within the limit
     assert r.status_code in (200, 404)
     for answer in r.json().get("answers", []):
         assert answer["kernel"]["grid"] <= 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"B": 2**24, "T": 2**24}, "B"),  # 2^48 tokens: dout's bytes past int64
+        ({"B": 6, "T": 2**24}, "B"),  # dinp one token-batch past 256 x (2^31-1) elements
+        ({"B": 1, "T": 2**24, "NH": 2**24, "NH_KV": 2**24, "HD": 2**24}, "B"),
+    ],
+)
+def test_a_shape_past_the_kernels_limit_is_422_stating_it(
+    client: TestClient, params: dict, field: str
+) -> None:
+    # before: 200 with a configuration for a dinp no kernel can index or launch
+    r = client.get("/best", params={**params, "gpu": "h100"})
+    assert r.status_code == 422, r.text
+    (error,) = r.json()["detail"]
+    assert error["loc"] == ["query", field]
+    assert f"over the kernels' limit {variants.shape.MAX_ELEMENTS}" in error["msg"]
+
+
+def test_gpu_and_dtype_are_read_in_any_case(client: TestClient) -> None:
+    # before: gpu=H100 was 404 and dtype=BF16 422
+    lower = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100", "dtype": "bf16"}))
+    upper = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "H100", "dtype": "BF16"}))
+    assert upper == lower and upper["gpu"] == "h100" and upper["dtype"] == "bf16"
 
 
 def test_other_gpus_answers_a_gpu_without_results_and_names_the_measuring_one(client: TestClient) -> None:

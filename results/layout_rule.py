@@ -1,0 +1,140 @@
+"""The rule for a head layout nobody tuned: which configuration to serve, learned from the store.
+
+A head layout (NH, NH_KV, HD) that no tuned shape of the GPU shares in the requested dtype
+has no group of its own to be served from, and the single nearest tuned shape is a poor
+guide (one shape's winner can run 1.3-4.8x behind at another layout; docs/untuned.md). The
+rule instead asks how each configuration fared across the store's nearest tuned groups:
+
+    neighbours  the NEIGHBOURS tuned groups of the GPU in the dtype nearest by
+                layout_distance (tokens, bytes moved, nrep and HD, each as |log2| ratio)
+    candidates  the LEADERS fastest configurations of each neighbour
+    score(c)    the weighted geometric mean over the neighbours of c's slow-down there
+                (c's time / the group's best), weight 2^-distance; where c was never
+                measured at a neighbour its slow-down is taken as UNMEASURED
+    served      the candidates that can serve the requested shape, lowest score first
+
+A configuration that ran within a few per cent of the optimum everywhere near beats one that
+won one group and was never tried elsewhere. Pure: a function of the index, cached by the
+caller (`results.selection`). The exported header ships the same rule as a table of
+layout-free configurations per (dtype, nrep class, HD class): `layout_free_table`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from results.index import Candidate, TunedGroup
+from variants import DType, Shape
+
+NEIGHBOURS = 8  # tuned groups a score is taken over
+LEADERS = 6  # configurations each neighbour proposes
+UNMEASURED = 1.10  # the slow-down assumed where a configuration was never measured
+
+
+def _log2_ratio(a: float, b: float) -> float:
+    return abs(math.log2(a) - math.log2(b))
+
+
+def layout_distance(shape: Shape, dtype: DType, tuned: Shape, tuned_dtype: DType) -> float:
+    """How far a tuned shape is from a requested one whose layout differs: tokens (how the grid
+    scales), bytes moved, replicas summed per K/V head and head size."""
+    return (
+        _log2_ratio(shape.tokens, tuned.tokens)
+        + _log2_ratio(shape.bytes_moved(dtype), tuned.bytes_moved(tuned_dtype))
+        + _log2_ratio(shape.nrep, tuned.nrep)
+        + _log2_ratio(shape.HD, tuned.HD)
+    )
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One configuration the rule considered: its score, and the neighbour that measured it
+    closest to that neighbour's optimum (where it is served from)."""
+
+    score: float
+    group: TunedGroup
+    candidate: Candidate
+    measured_at: int  # neighbours that measured it
+
+
+def neighbours(groups: Iterable[TunedGroup], shape: Shape, dtype: DType) -> list[tuple[float, TunedGroup]]:
+    """The NEIGHBOURS tuned groups in `dtype` nearest to `shape` by layout_distance."""
+    near = [
+        (layout_distance(shape, dtype, g.shape, g.dtype), g) for g in groups if g.dtype.name == dtype.name
+    ]
+    near.sort(key=lambda item: (item[0], item[1].key))
+    return near[:NEIGHBOURS]
+
+
+_TIMES: dict[int, tuple[TunedGroup, dict[str, float]]] = {}
+
+
+def _times(group: TunedGroup) -> dict[str, float]:
+    """config key -> time at the group, for configurations timed as its best was; kept per
+    group (an index's groups never change; the group is held so its id stays its own)."""
+    found = _TIMES.get(id(group))
+    if found is not None and found[0] is group:
+        return found[1]
+    hold = group.best.hold_us
+    times: dict[str, float] = {}
+    for c in group.candidates:
+        if c.hold_us == hold:
+            times.setdefault(c.config_key, c.time_ms)
+    if len(_TIMES) > 4096:  # a few indexes' worth; a reload starts afresh
+        _TIMES.clear()
+    _TIMES[id(group)] = (group, times)
+    return times
+
+
+def rank(
+    groups: Iterable[TunedGroup],
+    shape: Shape,
+    dtype: DType,
+    families: Sequence[str] | None = None,
+) -> list[Scored]:
+    """The neighbours' leaders, best score first (only those of `families` where it is
+    given); the caller skips those that cannot serve the shape."""
+    near = neighbours(groups, shape, dtype)
+    if not near:
+        return []
+    timed = [(2.0**-d, g, _times(g)) for d, g in near]
+    total = sum(w for w, _, _ in timed)
+    proposed: dict[str, Candidate] = {}
+    for _, group, _ in timed:
+        leaders = [c for c in group.candidates if families is None or c.family.name in families]
+        for c in leaders[:LEADERS]:
+            proposed.setdefault(c.config_key, c)
+    scored = []
+    for key in proposed:
+        log_sum, measured, home, home_slowdown = 0.0, 0, None, math.inf
+        for weight, group, times in timed:
+            time = times.get(key)
+            slowdown = UNMEASURED if time is None else time / group.best.time_ms
+            log_sum += weight * math.log(slowdown)
+            if time is not None:
+                measured += 1
+                if slowdown < home_slowdown:
+                    home, home_slowdown = group, slowdown
+        assert home is not None  # proposed by a neighbour, so measured there
+        home_candidate = next(c for c in home.candidates if c.config_key == key)
+        scored.append(Scored(math.exp(log_sum / total), home, home_candidate, measured))
+    scored.sort(key=lambda s: (s.score, -s.measured_at, s.candidate.config_key))
+    return scored
+
+
+# The header's table: a layout nobody tuned falls in one class per (nrep, HD), each served by the
+# rule's pick at the class's representative shape, among families whose kernel does not compile
+# the head layout in (the header cannot instantiate for a layout it never saw).
+LAYOUT_FREE_FAMILIES = ("vec", "warp_per_head", "gather")
+NREP_CLASSES = ((1, 1), (2, 4), (5, 16), (17, 1 << 30))  # inclusive bounds
+HD_CLASSES = ((1, 64), (65, 128), (129, 1 << 30))
+_NREP_REPRESENTATIVE = {(1, 1): (32, 32), (2, 4): (32, 8), (5, 16): (64, 8), (17, 1 << 30): (48, 1)}
+_HD_REPRESENTATIVE = {(1, 64): 64, (65, 128): 128, (129, 1 << 30): 256}
+REPRESENTATIVE_TOKENS = 8192
+
+
+def representative(nrep_class: tuple[int, int], hd_class: tuple[int, int]) -> Shape:
+    NH, NH_KV = _NREP_REPRESENTATIVE[nrep_class]
+    return Shape(1, REPRESENTATIVE_TOKENS, NH, NH_KV, _HD_REPRESENTATIVE[hd_class])
