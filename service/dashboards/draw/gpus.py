@@ -62,6 +62,7 @@ def gpu_winners(table: pd.DataFrame) -> go.Figure:
         ),
         (table["ratio_to_copy"], [f"{number(v, '.2f', '×')}" for v in table["ratio_to_copy"]]),
     )
+    # The ratio's label inside its bar's end: outside, the copy's line at 1 would cross it.
     for col, (values, text) in enumerate(panels, start=1):
         fig.add_bar(
             x=values,
@@ -69,7 +70,8 @@ def gpu_winners(table: pd.DataFrame) -> go.Figure:
             orientation="h",
             marker={"color": colors},
             text=text,
-            textposition="outside",
+            textposition="outside" if col == 1 else "inside",
+            insidetextanchor="end",
             textfont={"size": MIN_FONT + 1},
             constraintext="none",
             cliponaxis=False,
