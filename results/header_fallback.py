@@ -32,12 +32,16 @@ _HUGE = Shape(1, 2**22, 8, 8, 128)
 
 @dataclass(frozen=True)
 class GenericKernel:
-    config_key: str
+    config: Config
     width: int  # bytes per load and store (the element size for gather)
     per_head: bool  # its grid counts heads (warp_per_head), else words of dinp
     per_block: int  # units per block
     block: int
     name_expression: str  # the 64-bit-index instantiation
+
+    @property
+    def config_key(self) -> str:
+        return self.config.key
 
     def grid(self, shape: Shape, dtype: DType) -> int | None:
         """Its grid for the shape, or None where it cannot serve it (a word that does not divide
@@ -56,9 +60,9 @@ def generic_kernel(config: Config, dtype: DType) -> GenericKernel:
     p = config.values
     expression = family.name_expression(_HUGE, dtype, config)
     if config.family == "warp_per_head":
-        return GenericKernel(config.key, p["vec_bytes"], True, p["warps"], 32 * p["warps"], expression)
+        return GenericKernel(config, p["vec_bytes"], True, p["warps"], 32 * p["warps"], expression)
     width = p.get("vec_bytes", dtype.itemsize)
-    return GenericKernel(config.key, width, False, p["block"], p["block"], expression)
+    return GenericKernel(config, width, False, p["block"], p["block"], expression)
 
 
 @dataclass(frozen=True)

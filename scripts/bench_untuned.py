@@ -40,8 +40,9 @@ RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are ke
 sys.path.insert(0, str(ROOT))
 
 from results.best import winners  # noqa: E402
+from results.header import export_table, plan  # noqa: E402
 from results.index import build_index  # noqa: E402
-from results.selection import generic_config, select, shortlist  # noqa: E402
+from results.selection import select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
 from variants import Config, Shape, get_dtype  # noqa: E402
 
@@ -62,16 +63,20 @@ DTYPES = ("fp32", "bf16")
 KERNEL1 = Config.of("naive", block=128)  # llm.c's kernel1 at its block size
 
 
-def header_choice(index, gpu: str, shape: Shape, dtype) -> Config:
-    """What the exported header launches: the served configuration where the head layout is
-    tuned on `gpu` in this dtype, else its generic configuration."""
-    layout = (shape.NH, shape.NH_KV, shape.HD)
-    tuned = any(
-        layout == (g.shape.NH, g.shape.NH_KV, g.shape.HD) and g.dtype.name == dtype.name
-        for g in index.groups_of(gpu)
-    )
-    served = select(index, gpu, shape, dtype)
-    return served.candidate.config if tuned and served is not None else generic_config(shape, dtype)
+def header_choice(table, shape: Shape, dtype) -> Config:
+    """What the exported header (`results.header.plan`) launches for the shape: its row's
+    configuration, or for a layout without rows the layout rule's generic kernel."""
+    chosen = plan(table, dtype.name, shape)
+    if chosen.row >= 0:
+        row = table.rows[chosen.row]
+        return next(c for c in index_configs(row.family) if c.key == row.config_key)
+    return table.fallback.kernels[dtype.name][-1 - chosen.kernel].config
+
+
+def index_configs(family: str):
+    from variants import get_family
+
+    return get_family(family).space()
 
 
 def main() -> int:
@@ -86,6 +91,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     shapes = [Shape.parse(s) for s in args.shape or SHAPES]
     index = build_index(load_results(bundled_results_dir())[0])
+    header_table = export_table(index, args.gpu)  # the llm.c header an export would write now
 
     plans = {}
     for shape in shapes:
@@ -94,7 +100,7 @@ def main() -> int:
             served = select(index, args.gpu, shape, dtype)
             listed = shortlist(index, args.gpu, shape, dtype)
             assert served is not None and listed, (shape, name)
-            header = header_choice(index, args.gpu, shape, dtype)
+            header = header_choice(header_table, shape, dtype)
             plans[(shape, name)] = (served.candidate.config, [c.candidate.config for c in listed], header)
 
     scratch = Path(tempfile.mkdtemp(prefix="untuned-"))
