@@ -42,7 +42,8 @@ DTYPES: dict[str, DType] = {
 
 
 def get_dtype(name: str) -> DType:
+    """The dtype of that name, in any case ("BF16" is bf16)."""
     try:
-        return DTYPES[name]
-    except (KeyError, TypeError):
+        return DTYPES[name.lower()]
+    except (KeyError, TypeError, AttributeError):
         raise UnknownDType(f"unknown dtype {name!r}; expected one of {', '.join(DTYPES)}") from None

@@ -9,6 +9,7 @@ from typing import Any
 
 from variants.dtypes import DType
 from variants.family import (
+    INT32_MAX,
     LOAD_HINTS,
     MAX_GRID,
     STORE_HINTS,
@@ -42,6 +43,9 @@ class Flat(Family):
         reason = vector_reject(shape, dtype, p["vec_bytes"])
         if reason:
             return reason
+        row = 3 * shape.NH * vector_words(shape, dtype, p["vec_bytes"])
+        if row > INT32_MAX:  # flat.cu's 3*NH*HDV and HEADS*HDV are int constants
+            return f"a token's dout row of {row} words is past flat's 32-bit indices within a token"
         if self.launch(shape, dtype, p, 0).grid > MAX_GRID:
             return (
                 f"{shape.tokens} tokens in blocks of {p['block'] * p['words']} words need over 2^31-1 blocks"

@@ -1,4 +1,25 @@
-"""The problem size of one repkv backward call, validated once at the edge."""
+"""The problem size of one repkv backward call, validated once at the edge.
+
+Every limit a shape is held to lives here, and `Shape` enforces them on construction, so the
+service (422), the command line (a usage error) and the Python API (`InvalidShape`) refuse the
+same shapes with the same sentence. They are the limits of the kernels and of the exported
+header (`results/header.py`), not of any one GPU's memory:
+
+- each of B, T, NH, NH_KV, HD is >= 1 and at most MAX_DIM (the kernels take them as `int`;
+  MAX_DIM keeps every product of two of them far inside 64 bits);
+- NH is a multiple of NH_KV (grouped-query attention);
+- dinp holds at most MAX_ELEMENTS elements: the launch that serves every shape, `gather` (one
+  thread per dinp element) at block 256 (`results.selection.GENERIC_BLOCK`: the last resort of
+  GET /best's layout rule, the exported header and the PyTorch op), then stays within CUDA's
+  2^31-1 blocks. dout is under 3x dinp, so every byte offset stays below 2^43 and every
+  64-bit index far from overflow.
+
+Within these, a family that cannot serve a shape says so itself (`Family.reject`): the
+vectorized ones need HD to be a multiple of their vector width, `naive` 32-bit indices, `flat`
+a token's row of words within 32 bits, `bulk` a tile within shared memory, and each its grid
+within CUDA's. `gather` (one element a thread, 64-bit indices past 2^31) serves every shape
+here, whatever HD, NH or nrep, and so does the header's generic launch.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +29,44 @@ from dataclasses import dataclass
 from variants.dtypes import DType
 
 INT32_MAX = 2**31 - 1
-# Largest size accepted for any one dimension: guards the service and the CLI against
-# absurd requests long before anything is allocated.
+# Largest size accepted for any one dimension.
 MAX_DIM = 2**24
+# Threads per block of the generic launch (results.selection.GENERIC_BLOCK; a test holds them equal).
+GENERIC_BLOCK = 256
+# dinp elements that one thread per element at GENERIC_BLOCK launches within CUDA's grid (2^31-1).
+MAX_ELEMENTS = GENERIC_BLOCK * INT32_MAX
 
 _FIELDS = ("B", "T", "NH", "NH_KV", "HD")
 
 
 class InvalidShape(ValueError):
-    """A shape that no kernel can serve (the message says which rule it breaks)."""
+    """A shape that no kernel can serve (the message says which rule it breaks, `field` which
+    dimension the rule names first)."""
+
+    def __init__(self, message: str, field: str = "B") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def limit_problem(B: int, T: int, NH: int, NH_KV: int, HD: int) -> tuple[str, str] | None:
+    """(field, why) for the first limit of the module's list that (B, T, NH, NH_KV, HD) breaks,
+    or None. Expects integers; `Shape` checks the types first."""
+    for name, value in zip(_FIELDS, (B, T, NH, NH_KV, HD), strict=True):
+        if value < 1:
+            return name, f"{name} must be >= 1, got {value}"
+        if value > MAX_DIM:
+            return name, f"{name}={value} is larger than the limit {MAX_DIM}"
+    if NH % NH_KV:
+        return "NH_KV", (
+            f"NH={NH} is not divisible by NH_KV={NH_KV} (grouped-query attention needs NH % NH_KV == 0)"
+        )
+    elements = B * T * (NH + 2 * NH_KV) * HD
+    if elements > MAX_ELEMENTS:
+        return "B", (
+            f"B*T = {B * T} tokens make dinp {elements} elements, over the kernels' limit {MAX_ELEMENTS} "
+            f"(one thread an element at block {GENERIC_BLOCK} within CUDA's 2^31-1 blocks)"
+        )
+    return None
 
 
 @dataclass(frozen=True, order=True)
@@ -33,16 +83,10 @@ class Shape:
         for name in _FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidShape(f"{name} must be an integer, got {value!r}")
-            if value < 1:
-                raise InvalidShape(f"{name} must be >= 1, got {value}")
-            if value > MAX_DIM:
-                raise InvalidShape(f"{name}={value} is larger than the limit {MAX_DIM}")
-        if self.NH % self.NH_KV:
-            raise InvalidShape(
-                f"NH={self.NH} is not divisible by NH_KV={self.NH_KV} "
-                "(grouped-query attention needs NH % NH_KV == 0)"
-            )
+                raise InvalidShape(f"{name} must be an integer, got {value!r}", name)
+        problem = limit_problem(self.B, self.T, self.NH, self.NH_KV, self.HD)
+        if problem is not None:
+            raise InvalidShape(problem[1], problem[0])
 
     @property
     def nrep(self) -> int:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, Query, Request
+from pydantic import BeforeValidator
 
 import variants
 from results.index import StoreIndex
@@ -15,6 +16,25 @@ from variants import DType, Shape
 from variants.shape import MAX_DIM
 
 DEFAULT_NH, DEFAULT_NH_KV, DEFAULT_HD, DEFAULT_DTYPE = 32, 8, 128, "bf16"
+
+
+def fold_case(value: object) -> object:
+    """GPU labels and dtype names are lower case: `gpu=H200` means h200, `dtype=BF16` bf16."""
+    return value.lower() if isinstance(value, str) else value
+
+
+# The dtype names, declared as an enum in the OpenAPI schema (a name outside it: 422, naming them).
+DTypeName = Literal[tuple(variants.DTYPES)]  # type: ignore[valid-type]
+DTypeQuery = Annotated[
+    DTypeName,
+    BeforeValidator(fold_case),
+    Query(description=f"element type, one of {', '.join(variants.DTYPES)} (any case)"),
+]
+DTypeFilter = Annotated[
+    DTypeName | None,
+    BeforeValidator(fold_case),
+    Query(description=f"only this element type, one of {', '.join(variants.DTYPES)} (any case)"),
+]
 
 
 async def get_store(request: Request) -> ResultsStore:
@@ -41,25 +61,22 @@ async def requested_shape(
     NH_KV: Annotated[int, _dim("key/value heads; must divide NH", DEFAULT_NH_KV)] = DEFAULT_NH_KV,
     HD: Annotated[int, _dim("head dimension", DEFAULT_HD)] = DEFAULT_HD,
 ) -> Shape:
+    """The shape asked for; a 422 naming the limit (variants.shape) of one that cannot be served."""
+    given = {"B": B, "T": T, "NH": NH, "NH_KV": NH_KV, "HD": HD}
     try:
-        return Shape(B, T, NH, NH_KV, HD)
+        return Shape(**given)
     except variants.InvalidShape as exc:
-        raise unprocessable("NH_KV" if NH % NH_KV else "B", str(exc)) from None
+        raise unprocessable(exc.field, str(exc), given.get(exc.field)) from None
 
 
-async def requested_dtype(
-    dtype: Annotated[
-        str, Query(min_length=1, max_length=16, description=f"one of {', '.join(variants.DTYPES)}")
-    ] = DEFAULT_DTYPE,
-) -> DType:
-    try:
-        return variants.get_dtype(dtype)
-    except variants.UnknownDType as exc:
-        raise unprocessable("dtype", str(exc), dtype) from None
+async def requested_dtype(dtype: DTypeQuery = DEFAULT_DTYPE) -> DType:
+    return variants.get_dtype(dtype)
 
 
 GpuQuery = Annotated[
-    str | None, Query(min_length=1, max_length=64, description="GPU label as given to the tuner, e.g. h100")
+    str | None,
+    BeforeValidator(fold_case),
+    Query(min_length=1, max_length=64, description="GPU label as given to the tuner, e.g. h100 (any case)"),
 ]
 L2Query = Annotated[
     L2State,

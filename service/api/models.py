@@ -212,7 +212,9 @@ class ResultsPage(BaseModel):
     total: int = Field(description="rows matching the filters")
     returned: int = Field(description="rows in this response")
     offset: int = Field(description="matching rows skipped before these")
-    next: str | None = Field(description="the URL of the next page; null on the last one")
+    next: str | None = Field(
+        description="the next page, as a path and query relative to this server; null on the last one"
+    )
     rows: list[TrialRow]
 
 

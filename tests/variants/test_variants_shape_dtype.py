@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from variants import DTYPES, InvalidShape, Shape, UnknownDType, get_dtype
+from variants import DTYPES, Config, InvalidShape, Shape, UnknownDType, get_dtype, get_family
 
 
 def test_seed_shape_sizes() -> None:
@@ -55,3 +55,57 @@ def test_tolerances_grow_with_nrep_and_shrink_with_precision() -> None:
     fp32, bf16 = DTYPES["fp32"], DTYPES["bf16"]
     assert fp32.tolerance(8, 4.0)[0] > fp32.tolerance(1, 4.0)[0]
     assert bf16.tolerance(4, 4.0)[1] > fp32.tolerance(4, 4.0)[1]
+
+
+# --- the limits of the kernels and the header (issue: shapes that cannot exist) -------------
+
+
+def test_a_shape_past_what_the_kernels_launch_is_refused_naming_the_limit() -> None:
+    # B=T=2^24: 2^48 tokens, dinp past 2^60 elements, dout's bytes past int64; before, a Shape
+    from variants.shape import MAX_ELEMENTS
+
+    with pytest.raises(InvalidShape, match=f"over the kernels' limit {MAX_ELEMENTS}") as caught:
+        Shape(2**24, 2**24, 32, 8, 128)
+    assert caught.value.field == "B"
+    with pytest.raises(InvalidShape, match="over the kernels' limit"):
+        Shape.parse("B=16777216,T=16777216,NH=32,NH_KV=8,HD=128")  # the command line's --shape
+
+
+def test_the_element_limit_is_the_generic_launch_within_cudas_grid() -> None:
+    from results.selection import GENERIC_BLOCK
+    from variants.family import MAX_GRID
+    from variants.shape import MAX_ELEMENTS
+
+    assert MAX_ELEMENTS == GENERIC_BLOCK * MAX_GRID
+    # 5 x 2^24 tokens of 48 heads of 128: the most tokens of that layout within the limit
+    largest = Shape(5, 2**24, 32, 8, 128)
+    with pytest.raises(InvalidShape):
+        Shape(6, 2**24, 32, 8, 128)
+    gather = get_family("gather")
+    at_256 = Config.of("gather", block=GENERIC_BLOCK, load="plain", store="plain")
+    assert gather.geometry(largest, DTYPES["bf16"], at_256, 0).grid <= MAX_GRID
+
+
+@pytest.mark.parametrize("HD", [1, 33, 65537])
+def test_any_head_dimension_is_a_shape_gather_serves(HD: int) -> None:
+    # HD need not be a multiple of a vector width: gather and naive take one element a thread
+    shape = Shape(8, 1024, 32, 8, HD)
+    gather = get_family("gather")
+    assert gather.valid_configs(shape, DTYPES["bf16"])
+
+
+def test_flat_refuses_a_token_row_past_its_32_bit_indices() -> None:
+    # flat compiles 3*NH*HDV (a token's dout row in words) as an int constant: past 2^31-1 it
+    # would not compile (before, flat took the shape)
+    flat = get_family("flat")
+    shape = Shape(1, 1, 2**22, 2**22, 2**12)  # 3*2^22*2^12 = 3*2^34 elements a token
+    assert flat.valid_configs(shape, DTYPES["fp32"]) == []
+    reasons = {flat.rejection(shape, DTYPES["fp32"], c) for c in flat.space()}
+    assert any("32-bit" in r for r in reasons if r)
+    assert flat.valid_configs(Shape(1, 1, 2**10, 2**10, 2**9), DTYPES["fp32"])
+
+
+def test_dtype_names_are_read_in_any_case() -> None:
+    assert get_dtype("BF16") is DTYPES["bf16"] and get_dtype("Fp32") is DTYPES["fp32"]
+    with pytest.raises(UnknownDType):
+        get_dtype(None)  # type: ignore[arg-type]

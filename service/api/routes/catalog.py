@@ -3,12 +3,10 @@ its nearest-shape answers have done."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from results.leave_one_out import rule_quality_by_gpu
-from service.api.deps import GpuQuery, IndexDep
+from service.api.deps import DTypeFilter, GpuQuery, IndexDep
 from service.api.errors import ERROR_RESPONSES, NotFound
 from service.api.models import GpuModel, GpuRuleQuality, TunedShapeModel
 from service.api.routes.best import shape_model, tier_quality_model
@@ -40,7 +38,7 @@ async def gpus(index: IndexDep) -> list[GpuModel]:
 async def shapes(
     index: IndexDep,
     gpu: GpuQuery = None,
-    dtype: Annotated[str | None, Query(min_length=1, max_length=16)] = None,
+    dtype: DTypeFilter = None,
 ) -> list[TunedShapeModel]:
     """Every tuned (GPU, shape, dtype) with at least one correct configuration, and its winner."""
     if gpu is not None and gpu not in index.gpus:

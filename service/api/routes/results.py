@@ -16,7 +16,7 @@ from results.index import StoreIndex
 from results.schema import STATUSES
 from results.store import to_table
 from service.api import export
-from service.api.deps import GpuQuery, IndexDep
+from service.api.deps import DTypeFilter, GpuQuery, IndexDep
 from service.api.errors import ERROR_RESPONSES
 from service.api.middleware import is_head
 from service.api.models import ResultsPage
@@ -32,7 +32,6 @@ Dim = Annotated[int | None, Query(ge=1, le=MAX_DIM)]
 # Unknown names are refused (422, naming the accepted ones), not answered with no rows.
 StatusName = Literal[tuple(map(str, STATUSES))]  # type: ignore[valid-type]
 FamilyName = Literal[tuple(variants.FAMILIES)]  # type: ignore[valid-type]
-DTypeName = Literal[tuple(variants.DTYPES)]  # type: ignore[valid-type]
 
 
 def filter_rows(frame: pd.DataFrame, filters: dict[str, object]) -> np.ndarray:
@@ -42,6 +41,13 @@ def filter_rows(frame: pd.DataFrame, filters: dict[str, object]) -> np.ndarray:
         if value is not None:
             mask &= (frame[column] == value).to_numpy(dtype=bool, na_value=False)
     return np.flatnonzero(mask)
+
+
+def page_url(request: Request, **params: object) -> str:
+    """This request's URL with `params` set, relative to the server (path and query): the
+    client's Host header never comes back in a link."""
+    url = request.url.include_query_params(**params)
+    return f"{url.path}?{url.query}"
 
 
 def rows_table(index: StoreIndex):
@@ -65,7 +71,10 @@ def rows_table(index: StoreIndex):
             },
             "headers": {
                 "X-Total-Count": {"description": "rows matching the filters", "schema": {"type": "integer"}},
-                "Link": {"description": 'the next page, as <url>; rel="next"', "schema": {"type": "string"}},
+                "Link": {
+                    "description": 'the next page, as <path?query>; rel="next" (relative to this server)',
+                    "schema": {"type": "string"},
+                },
             },
         },
     },
@@ -80,7 +89,7 @@ def results(
     NH: Dim = None,
     NH_KV: Dim = None,
     HD: Dim = None,
-    dtype: Annotated[DTypeName | None, Query(description="dtype name")] = None,
+    dtype: DTypeFilter = None,
     family: Annotated[FamilyName | None, Query(description="kernel family")] = None,
     status: Annotated[StatusName | None, Query(description="trial status")] = None,
     format: Annotated[Literal["json", "csv", "parquet"], Query(description="response format")] = "json",
@@ -108,7 +117,7 @@ def results(
     total = len(matching)
     page = matching[offset : None if limit is None else offset + limit]
     end = offset + len(page)
-    next_url = str(request.url.include_query_params(offset=end)) if end < total else None
+    next_url = page_url(request, offset=end) if end < total else None
     headers = {"X-Total-Count": str(total)}
     if next_url is not None:
         headers["Link"] = f'<{next_url}>; rel="next"'

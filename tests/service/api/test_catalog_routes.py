@@ -26,3 +26,31 @@ def test_openapi_documents_the_defaults(client: TestClient) -> None:
     params = {p["name"]: p for p in spec["paths"]["/best"]["get"]["parameters"]}
     assert params["NH"]["schema"]["default"] == 32 and params["dtype"]["schema"]["default"] == "bf16"
     assert client.get("/docs").status_code == 200
+
+
+@pytest.mark.parametrize("url", ["/shapes?dtype=fp8", "/results?dtype=fp8", "/best?B=8&T=1024&dtype=fp8"])
+def test_an_unknown_dtype_is_422_on_every_route(client: TestClient, url: str) -> None:
+    # before: /shapes?dtype=fp8 answered 200 [] where /best and /results answered 422
+    r = client.get(url)
+    assert r.status_code == 422, r.text
+    (error,) = r.json()["detail"]
+    assert error["loc"] == ["query", "dtype"] and "'bf16'" in error["msg"]
+
+
+def test_shapes_reads_gpu_and_dtype_in_any_case(client: TestClient) -> None:
+    lower = client.get("/shapes", params={"gpu": "h100", "dtype": "bf16"}).json()
+    assert client.get("/shapes", params={"gpu": "H100", "dtype": "BF16"}).json() == lower != []
+
+
+def test_openapi_declares_every_dtype_parameter_as_the_enum(client: TestClient) -> None:
+    # before: any string of 1-16 characters
+    spec = client.get("/openapi.json").json()
+    found = 0
+    for path, operations in spec["paths"].items():
+        for parameter in operations.get("get", {}).get("parameters", []):
+            if parameter["name"] == "dtype":
+                schema = parameter["schema"]
+                options = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
+                assert [o.get("enum") for o in options] == [["fp32", "bf16", "fp16"]], path
+                found += 1
+    assert found >= 6  # /best, /shapes, /results and the dashboards that take one

@@ -209,3 +209,12 @@ def test_an_unknown_name_is_422_naming_the_accepted_ones(
     assert r.status_code == 422, r.text
     error = r.json()["detail"][0]
     assert error["loc"][-1] == field and accepted in error["msg"]
+
+
+def test_the_next_link_never_echoes_the_clients_host(big_client: TestClient) -> None:
+    # before: Link and `next` were absolute URLs built from the request's Host header
+    r = big_client.get("/results?limit=10&status=ok", headers={"Host": "attacker.example"})
+    link, body = r.headers["Link"], r.json()
+    assert "attacker.example" not in link and "attacker.example" not in body["next"]
+    assert link == '</results?limit=10&status=ok&offset=10>; rel="next"' and body["next"] == link[1:-13]
+    assert big_client.get(body["next"]).json()["offset"] == 10
