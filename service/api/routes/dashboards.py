@@ -2,26 +2,67 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
 import pandas as pd
-from fastapi import APIRouter, Query
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 
 import variants
 from results.best import timed_as_served
 from results.index import StoreIndex, shape_tuple
 from results.schema import DEFAULT_HOLD_US, L2_FED, Status
-from service.api.deps import DTypeDep, GpuQuery, IndexDep, ShapeDep
-from service.api.errors import unprocessable
+from service.api.deps import DTypeDep, DTypeFilter, GpuQuery, IndexDep, ShapeDep
 from service.api.models import ErrorBody
 from service.dashboards import data, draw, pages
 from service.dashboards.pages import e, link
 from variants import DType, Shape
 
-router = APIRouter(tags=["dashboards"])
+
+def error_page(status_code: int, problems: Sequence[Any]) -> HTMLResponse:
+    """The HTML page of a dashboard request with a bad query parameter: each problem (FastAPI's
+    validation errors, or a message) on a line, with the status a JSON client would get."""
+    items = []
+    for problem in problems:
+        if isinstance(problem, dict):
+            where = ".".join(str(part) for part in problem.get("loc", ())[1:]) or "request"
+            items.append(f"<li><code>{e(where)}</code>: {e(problem.get('msg', ''))}</li>")
+        else:
+            items.append(f"<li>{e(problem)}</li>")
+    body = (
+        f"<p>This page cannot be shown for these parameters:</p><ul>{''.join(items)}</ul>"
+        f"<p>{link('Every tuned configuration', pages.overview_url())}</p>"
+    )
+    return HTMLResponse(pages.page("Invalid request", body), status_code=status_code)
+
+
+class HtmlErrorRoute(APIRoute):
+    """A dashboard route: a bad query parameter (FastAPI's validation, or a 422 a dependency
+    raises) is answered with `error_page`, not JSON; a browser shows it."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return error_page(422, exc.errors())
+            except HTTPException as exc:
+                if exc.status_code != 422:
+                    raise
+                detail = exc.detail
+                return error_page(422, detail if isinstance(detail, list) else [detail])
+
+        return route
+
+
+router = APIRouter(tags=["dashboards"], route_class=HtmlErrorRoute)
 
 # How the copy is timed (results.schema.COPY_FASTEST), and how it was before.
 COPY_NOTE = (
@@ -33,12 +74,12 @@ PLOTLY_JS = Path(str(resources.files("plotly") / "package_data" / "plotly.min.js
 HTML_RESPONSES: dict[int | str, dict] = {
     200: {"content": {"text/html": {"schema": {"type": "string"}}}, "description": "an HTML page"},
     404: {"content": {"text/html": {"schema": {"type": "string"}}}, "description": "nothing to show"},
-    422: {"description": "a query parameter is invalid"},
+    422: {
+        "content": {"text/html": {"schema": {"type": "string"}}},
+        "description": "a query parameter is invalid: an HTML page naming it",
+    },
     503: {"model": ErrorBody, "description": "the results are still loading"},
 }
-DtypeFilter = Annotated[
-    str | None, Query(min_length=1, max_length=16, description=f"one of {', '.join(variants.DTYPES)}")
-]
 
 
 def _tuned_links(index: StoreIndex, gpu: str | None = None) -> list[tuple[str, str]]:
@@ -73,14 +114,6 @@ def _choose_gpu(index: StoreIndex, title: str, url_of) -> HTMLResponse:
         return _html(pages.not_found(title, "No results are loaded yet.", []), 404)
     items = "".join(f"<li>{link(label, url_of(label))}</li>" for label in gpus)
     return _html(pages.page(title, f"<p>Pick a GPU:</p><ul>{items}</ul>"))
-
-
-def _check_dtype(dtype: str | None) -> str | None:
-    if dtype is not None and dtype not in variants.DTYPES:
-        raise unprocessable(
-            "dtype", f"unknown dtype {dtype!r}; expected one of {', '.join(variants.DTYPES)}", dtype
-        )
-    return dtype
 
 
 def _gpu_picker(index: StoreIndex, gpu: str | None, url_of, everything: str | None = None) -> str:
@@ -119,10 +152,9 @@ async def plotly_js() -> FileResponse:
 
 
 @router.get("/dashboards", responses=HTML_RESPONSES, summary="Overview")
-def overview(index: IndexDep, gpu: GpuQuery = None, dtype: DtypeFilter = None) -> HTMLResponse:
+def overview(index: IndexDep, gpu: GpuQuery = None, dtype: DTypeFilter = None) -> HTMLResponse:
     """Every GPU x shape x dtype (or one GPU's, one dtype's) with its winner, time, fraction of
     the copy and speed-up; each family against the best per shape; links to every recipe."""
-    dtype = _check_dtype(dtype)
     title = "Tuned configurations" + (f" on {gpu}" if gpu else "") + (f", {dtype}" if dtype else "")
     if gpu is not None and gpu not in index.by_gpu:
         return _no_gpu(index, title, gpu)
@@ -158,7 +190,7 @@ def overview(index: IndexDep, gpu: GpuQuery = None, dtype: DtypeFilter = None) -
             "other pages are of the cold rows.</p>"
             + pages.overview_table(fed.reset_index(drop=True), False, L2_FED)
         )
-    figures = [draw.overview_ratio(table), draw.overview_speedup(table), draw.family_vs_best(families)]
+    figures = [draw.overview_board(table), draw.overview_speedup(table), draw.family_vs_best(families)]
     return _html(pages.page(title, body, figures, after))
 
 
