@@ -40,6 +40,12 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help=f"{lists}; default all")
     parser.add_argument("--family", action="append", metavar=",".join(FAMILIES), help=f"{lists}; default all")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile every kernel, reading nothing from the report cache ($REPKV_NVRTC_CACHE; "
+        "default ~/.cache/repkv-tune), nor writing to it",
+    )
 
 
 def main_check(args: argparse.Namespace, progress: bool = False) -> int:
@@ -72,17 +78,22 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
         print(f"error: {exc}")
         return 2
     pairs = [(family, e) for (family, _), exprs in work.items() for e in exprs]
+    kernels = len({e for _, e in pairs})
     print(
         f"NVRTC {version}: {valid} valid configurations over {len(shapes)} shapes "
-        f"({rejected} rejected by constraints), {len({e for _, e in pairs})} distinct kernels"
+        f"({rejected} rejected by constraints), {kernels} distinct kernels"
     )
+    options = {"cache": False} if getattr(args, "no_cache", False) else {}
     failed = spilled = 0
     for arch in archs:
         start = time.perf_counter()
-        with CounterBar(progress, f"{arch} compile", "kernel", total=len({e for _, e in pairs})) as bar:
-            reports = {r.expression: r for r in compile_all(pairs, arch=arch, on_done=bar.advance)}
+        with CounterBar(progress, f"{arch} compile", "kernel", total=kernels) as bar:
+            found = compile_all(pairs, arch=arch, on_done=bar.advance, **options)
+        reports = {r.expression: r for r in found}
         elapsed = time.perf_counter() - start
-        print(f"\n{arch}: compiled {len(reports)} kernels in {elapsed:.1f} s")
+        cached = sum(r.cached for r in found)
+        from_cache = f" ({cached} from the report cache)" if cached else ""
+        print(f"\n{arch}: {len(reports)} kernels in {elapsed:.1f} s{from_cache}")
         print(f"  {'family':<14} {'dtype':<5} {'kernels':>7} {'failed':>6} {'max regs':>8} {'spills':>6}")
         for family in families:
             for dtype in dtypes:

@@ -1,21 +1,32 @@
 """Offline compilation with NVRTC through cuda-bindings: no GPU and no driver needed.
 
-Compiles the name expressions of one family into one program (many template instantiations
-per NVRTC call), reads ptxas' resource report (registers, stack frame, spills) for every
-kernel, and keeps the PTX so tests can read the instructions.
+Many template instantiations go into one NVRTC program (its name expressions); `compile_all`
+compiles each distinct (source, options, expression) once, in programs spread over worker
+processes, one per core. For every kernel it reads ptxas' resource report (registers, stack
+frame, spills), and on request keeps the PTX so tests can read the instructions.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
 from functools import cache
+from pathlib import Path
 
+from variants.compile_cache import ReportCache, default_cache
 from variants.family import Family
 
-CHUNK = 128  # name expressions per NVRTC program
+# The most name expressions in one NVRTC program: the header is parsed once per program (about
+# 60 ms of CPU), each kernel then costs 30-100 ms, so 32 spends under 5% on headers while the
+# programs stay short enough to spread evenly over the workers.
+CHUNK = 32
 
 
 class NvrtcUnavailable(RuntimeError):
@@ -32,10 +43,21 @@ class KernelReport:
     spill_store_bytes: int = 0
     spill_load_bytes: int = 0
     ptx: str = ""  # this kernel's .entry only
+    cached: bool = False  # read from the report cache, not compiled in this run
 
     @property
     def spills(self) -> bool:
         return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+
+
+@dataclass(frozen=True)
+class Program:
+    """One NVRTC program: plain data, so that it travels to a worker process."""
+
+    name: str  # the family; NVRTC names the file <name>.cu in its messages
+    source: str
+    options: tuple[str, ...]  # the family's compile options (the arch and includes are added)
+    expressions: tuple[str, ...]
 
 
 @cache
@@ -56,6 +78,11 @@ def _nvrtc():  # -> module
 
 @cache
 def include_options() -> tuple[str, ...]:
+    return tuple(f"-I{d}" for d in _header_dirs())
+
+
+@cache
+def _header_dirs() -> tuple[str, ...]:
     import cuda.pathfinder as pathfinder
 
     dirs = []
@@ -65,7 +92,7 @@ def include_options() -> tuple[str, ...]:
             raise NvrtcUnavailable(
                 f"CUDA headers for {header_lib} not found; pip install 'repkv-tune[nvrtc]'"
             )
-        dirs.append(f"-I{found}")
+        dirs.append(found)
     return tuple(dirs)
 
 
@@ -73,6 +100,20 @@ def nvrtc_version() -> str:
     nvrtc = _nvrtc()
     major, minor = _check(nvrtc.nvrtcVersion(), "version")
     return f"{major}.{minor}"
+
+
+@cache
+def toolchain() -> str:
+    """What, besides the program, decides NVRTC's output: its version and library, and the
+    headers it includes (paths, sizes and times), as one line for the report cache's keys."""
+    import cuda.pathfinder as pathfinder
+
+    _nvrtc()
+    library = Path(pathfinder.load_nvidia_dynamic_lib("nvrtc").abs_path)
+    stamps = [library, *(Path(d) for d in _header_dirs())]
+    stamps += [Path(_header_dirs()[0]) / name for name in ("cuda_fp16.h", "cuda_bf16.h")]
+    parts = [nvrtc_version(), *(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in stamps)]
+    return "|".join(parts)
 
 
 def _check(result: tuple, what: str):  # -> the call's value(s)
@@ -124,33 +165,46 @@ def split_ptx_entries(ptx: str) -> dict[str, str]:
 def compile_expressions(
     family: Family, expressions: Sequence[str], arch: str = "sm_90", keep_ptx: bool = False
 ) -> list[KernelReport]:
-    """Compile the expressions of one family in one program; on failure, one by one."""
+    """Compile the expressions of one family in one program (in this process)."""
+    program = Program(family.name, family.source, family.compile_options, tuple(expressions))
+    return compile_program(program, arch, keep_ptx)
+
+
+def compile_program(program: Program, arch: str = "sm_90", keep_ptx: bool = False) -> list[KernelReport]:
+    """One NVRTC call for all of the program's expressions. If it fails, the halves are
+    compiled apart, down to single expressions, so each failure is reported with its log."""
     nvrtc = _nvrtc()
-    source = family.source.encode()
-    options = [*family.compile_options, f"-arch={arch}", "-Xptxas=-v", *include_options()]
-    program = _check(
-        nvrtc.nvrtcCreateProgram(source, f"{family.name}.cu".encode(), 0, [], []), "create program"
+    expressions = program.expressions
+    options = [*program.options, f"-arch={arch}", "-Xptxas=-v", *include_options()]
+    handle = _check(
+        nvrtc.nvrtcCreateProgram(program.source.encode(), f"{program.name}.cu".encode(), 0, [], []),
+        "create program",
     )
     try:
         for expression in expressions:
-            _check(nvrtc.nvrtcAddNameExpression(program, expression.encode()), "add name expression")
+            _check(nvrtc.nvrtcAddNameExpression(handle, expression.encode()), "add name expression")
         encoded = [o.encode() for o in options]
-        (err,) = nvrtc.nvrtcCompileProgram(program, len(encoded), encoded)
-        log = _log(program)
+        (err,) = nvrtc.nvrtcCompileProgram(handle, len(encoded), encoded)
+        log = _log(handle)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             if len(expressions) == 1:
                 return [KernelReport(expressions[0], ok=False, error=log.strip()[-4000:])]
-            return [r for e in expressions for r in compile_expressions(family, [e], arch, keep_ptx)]
+            half = len(expressions) // 2
+            return [
+                report
+                for part in (expressions[:half], expressions[half:])
+                for report in compile_program(replace(program, expressions=part), arch, keep_ptx)
+            ]
         resources = parse_ptxas_log(log)
         entries: dict[str, str] = {}
         if keep_ptx:
-            size = _check(nvrtc.nvrtcGetPTXSize(program), "PTX size")
+            size = _check(nvrtc.nvrtcGetPTXSize(handle), "PTX size")
             buf = b" " * size
-            _check(nvrtc.nvrtcGetPTX(program, buf), "PTX")
+            _check(nvrtc.nvrtcGetPTX(handle, buf), "PTX")
             entries = split_ptx_entries(buf.decode(errors="replace"))
         reports = []
         for expression in expressions:
-            lowered = _check(nvrtc.nvrtcGetLoweredName(program, expression.encode()), "lowered name")
+            lowered = _check(nvrtc.nvrtcGetLoweredName(handle, expression.encode()), "lowered name")
             lowered = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
             info = resources.get(lowered, {})
             reports.append(
@@ -166,41 +220,142 @@ def compile_expressions(
             )
         return reports
     finally:
-        nvrtc.nvrtcDestroyProgram(program)
+        nvrtc.nvrtcDestroyProgram(handle)
+
+
+def plan_programs(work: Iterable[tuple[Family, str]], chunk: int = CHUNK) -> list[Program]:
+    """The programs that compile `work`: each distinct (source, options, expression) once, even
+    when several shapes give a configuration the same expression, at most `chunk` a program."""
+    groups: dict[tuple[str, str, tuple[str, ...]], dict[str, None]] = {}
+    for family, expression in work:
+        key = (family.name, family.source, family.compile_options)
+        groups.setdefault(key, {})[expression] = None
+    return [
+        Program(name, source, options, tuple(exprs)[i : i + chunk])
+        for (name, source, options), exprs in groups.items()
+        for i in range(0, len(exprs), chunk)
+    ]
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def compile_all(
     work: Iterable[tuple[Family, str]],
     arch: str = "sm_90",
     keep_ptx: bool = False,
-    threads: int = 0,
+    workers: int = 0,
     on_done: Callable[[int], None] | None = None,
+    chunk: int = CHUNK,
+    cache: ReportCache | bool = True,
 ) -> list[KernelReport]:
-    """Compile (family, expression) pairs, each distinct expression once, in parallel programs.
-    `on_done(n)` is called (from a worker thread) as each program of n expressions is done."""
-    by_family: dict[str, tuple[Family, list[str]]] = {}
-    for family, expression in work:
-        _, exprs = by_family.setdefault(family.name, (family, []))
-        if expression not in exprs:
-            exprs.append(expression)
-    jobs = [
-        (family, exprs[i : i + CHUNK])
-        for family, exprs in by_family.values()
-        for i in range(0, len(exprs), CHUNK)
-    ]
+    """Compile (family, expression) pairs: one report per distinct expression, in the order
+    first met. The programs run in `workers` processes (default: one per usable core, none
+    for a single program); `on_done(n)` is called in this process as n more are known.
+    `cache`: True for the user's report cache (`variants.compile_cache`), a `ReportCache`, or
+    False; reports with PTX are neither read from nor written to it."""
+    programs = plan_programs(work, chunk)
+    if not programs:
+        return []
     _nvrtc()
-    import os
+    store = None if keep_ptx or cache is False else default_cache() if cache is True else cache
+    reports: dict[tuple[str, tuple[str, ...], str], KernelReport] = {}
+    digests: dict[Program, str] = {}
 
-    workers = threads or min(len(jobs), os.cpu_count() or 1) or 1
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        chunks = list(pool.map(lambda job: _compile_job(job, arch, keep_ptx, on_done), jobs))
-    return [report for chunk in chunks for report in chunk]
+    def key(program: Program, expression: str) -> str:
+        assert store is not None
+        if program not in digests:
+            digests[program] = store.program_digest(toolchain(), arch, program.options, program.source)
+        return store.key(digests[program], expression)
+
+    todo = programs
+    if store is not None:
+        found = store.get_many([key(p, e) for p in programs for e in p.expressions])
+        todo = []
+        for program in programs:
+            hits = {e: found[key(program, e)] for e in program.expressions if key(program, e) in found}
+            for expression, fields in hits.items():
+                reports[program.source, program.options, expression] = KernelReport(
+                    expression, cached=True, **fields
+                )
+            if hits and on_done is not None:
+                on_done(len(hits))
+            missing = tuple(e for e in program.expressions if e not in hits)
+            if missing:
+                todo.append(replace(program, expressions=missing))
+
+    for program, compiled in _run(todo, arch, keep_ptx, workers or default_workers()):
+        for report in compiled:
+            reports[program.source, program.options, report.expression] = report
+        if store is not None:
+            store.put_many({key(program, r.expression): cached_fields(r) for r in compiled})
+        if on_done is not None:
+            on_done(len(compiled))
+    return [reports[p.source, p.options, e] for p in programs for e in p.expressions]
 
 
-def _compile_job(
-    job: tuple[Family, list[str]], arch: str, keep_ptx: bool, on_done: Callable[[int], None] | None
-) -> list[KernelReport]:
-    reports = compile_expressions(job[0], job[1], arch, keep_ptx)
-    if on_done is not None:
-        on_done(len(job[1]))
-    return reports
+def cached_fields(report: KernelReport) -> dict[str, object]:
+    """What the report cache keeps of a report: all but the expression (its key) and the PTX."""
+    return {
+        "ok": report.ok,
+        "error": report.error,
+        "registers": report.registers,
+        "stack_bytes": report.stack_bytes,
+        "spill_store_bytes": report.spill_store_bytes,
+        "spill_load_bytes": report.spill_load_bytes,
+    }
+
+
+def _run(
+    programs: list[Program], arch: str, keep_ptx: bool, workers: int
+) -> Iterator[tuple[Program, list[KernelReport]]]:
+    """(program, its reports) as each is compiled: here for one program or one worker, else in a
+    pool of processes, spawned (the caller may run threads, as a progress bar does), so a
+    script that calls this must guard its own start with `if __name__ == "__main__":`."""
+    jobs = [(program, arch, keep_ptx) for program in programs]
+    if workers <= 1 or len(jobs) <= 1:
+        yield from map(_compile_job, jobs)
+        return
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context, initializer=_worker_start)
+    try:
+        for future in as_completed([pool.submit(_compile_job, job) for job in jobs]):
+            yield future.result()
+    except BaseException:
+        _stop(pool)  # Ctrl-C or an error here: the workers stop now, not after their programs
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # before shutdown drops it
+    for process in processes:
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _worker_start() -> None:
+    """A worker leaves Ctrl-C to its parent, which stops the pool, and ends when its parent
+    does, however that ends (a worker would otherwise wait for work forever)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    _nvrtc()
+
+
+def _compile_job(job: tuple[Program, str, bool]) -> tuple[Program, list[KernelReport]]:
+    program, arch, keep_ptx = job
+    return program, compile_program(program, arch, keep_ptx)

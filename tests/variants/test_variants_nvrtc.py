@@ -11,6 +11,7 @@ import pytest
 
 from tuner.check import CHECK_SHAPES, main_check
 from variants import DTYPES, FAMILIES, Config, Shape
+from variants.compile_cache import ReportCache
 from variants.family import Family, Launch
 
 nvrtc = pytest.importorskip("variants.nvrtc")
@@ -20,6 +21,20 @@ except nvrtc.NvrtcUnavailable as exc:  # pragma: no cover - CI installs the nvrt
     pytest.skip(str(exc), allow_module_level=True)
 
 SEED = Shape(8, 1024, 32, 8, 128)
+# vec and gather instantiate the same kernels at the seed shape and at this one (their template
+# arguments depend on a shape only through its index type).
+SMALL = Shape(4, 512, 32, 32, 64)
+
+
+def space_work(family_name: str, shapes: list[Shape]) -> list[tuple[Family, str]]:
+    family = FAMILIES[family_name]
+    return [
+        (family, family.name_expression(shape, dtype, config))
+        for shape in shapes
+        for dtype in DTYPES.values()
+        for config in family.space()
+        if family.rejection(shape, dtype, config) is None
+    ]
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
@@ -29,6 +44,69 @@ def test_whole_space_compiles_without_spills(arch: str, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert f"{len(CHECK_SHAPES)} shapes" in out
     assert "0 failed, 0 spilled" in out
+
+
+def test_no_kernel_is_planned_twice_and_programs_hold_many() -> None:
+    work = space_work("vec", [SEED, SMALL]) + space_work("gather", [SEED, SMALL])
+    distinct = list(dict.fromkeys(e for _, e in work))
+    # both shapes give each configuration the same code, as do configurations apart in `block`
+    assert {e for _, e in space_work("vec", [SEED])} == {e for _, e in space_work("vec", [SMALL])}
+    assert len(work) > 4 * len(distinct)
+    programs = nvrtc.plan_programs(work, chunk=16)
+    planned = [e for p in programs for e in p.expressions]
+    assert planned == distinct
+    assert all(len(p.expressions) <= 16 for p in programs)
+    assert next(len(p.expressions) for p in programs if p.name == "vec") == 16
+    assert all(p.expressions[0].startswith(f"repkv_{p.name}<") for p in programs)
+
+    class Fast(type(FAMILIES["vec"])):
+        compile_options = ("-std=c++17", "--use_fast_math")
+
+    fast = Fast()
+    twice = [*work[:3], *((fast, e) for _, e in work[:3])]
+    # the same expression under other options is another kernel: a program of its own
+    assert [p.options for p in nvrtc.plan_programs(twice)] == [fast.compile_options[:1], fast.compile_options]
+
+
+def test_compile_all_compiles_each_kernel_once_in_programs_over_processes() -> None:
+    work = space_work("gather", [SEED, SMALL, Shape(2, 65536, 64, 8, 128)])
+    distinct = list(dict.fromkeys(e for _, e in work))
+    assert len(work) > len(distinct) > 16
+    programs: list[int] = []
+    reports = nvrtc.compile_all(work, workers=2, chunk=8, on_done=programs.append, cache=False)
+    assert [r.expression for r in reports] == distinct
+    # one call per program of at most 8 kernels, each kernel in exactly one
+    assert sum(programs) == len(distinct) and max(programs) == 8
+    assert len(programs) == -(-len(distinct) // 8)
+    assert all(r.ok and r.registers > 0 and not r.cached for r in reports)
+    # what the worker processes report is what one program compiled here reports
+    here = nvrtc.compile_expressions(FAMILIES["gather"], distinct)
+    assert [(r.expression, r.registers, r.spills) for r in reports] == [
+        (r.expression, r.registers, r.spills) for r in here
+    ]
+
+
+def test_a_second_compile_reads_the_report_cache_and_compiles_nothing(monkeypatch, tmp_path: Path) -> None:
+    work = space_work("naive", [SEED])
+    cache = ReportCache(tmp_path / "reports.sqlite3")
+    first = nvrtc.compile_all(work, cache=cache)
+    assert first and not any(r.cached for r in first)
+    compiled: list[nvrtc.Program] = []
+    run = nvrtc._run
+
+    def spy(programs, *args):
+        compiled.extend(programs)
+        return run(programs, *args)
+
+    monkeypatch.setattr(nvrtc, "_run", spy)
+    again = nvrtc.compile_all(work, cache=cache)
+    assert compiled == [] and all(r.cached for r in again)
+    assert [(r.expression, r.ok, r.registers) for r in again] == [
+        (r.expression, r.ok, r.registers) for r in first
+    ]
+    # another arch is another key: compiled, not read
+    nvrtc.compile_all(work, arch="sm_80", cache=cache)
+    assert [e for p in compiled for e in p.expressions] == list(dict.fromkeys(e for _, e in work))
 
 
 def global_memory_ops(family_name: str, dtype: str, config: Config, shape: Shape = SEED) -> set[str]:
