@@ -64,21 +64,75 @@ def baseline_times(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     )
 
 
+def run_factors(rows: pd.DataFrame) -> pd.Series:
+    """Per row, the factor that puts its run's times on the scale of its group's reference run
+    (the run that measured the most configurations of the group, the latest of equals).
+
+    Runs are linked one at a time, the widest overlap first: a run that measured
+    configurations a linked run also measured is scaled by the median ratio of their times
+    there; a run that shares none with any keeps 1 (its absolute times stand). The GPU drifts
+    a few per cent between runs (clocks, temperature, neighbours), so two configurations are
+    compared as their runs saw the same work wherever the runs overlap. A device copy is not
+    used as the link: one copy timing is as noisy as the drift it would remove."""
+    factors = pd.Series(1.0, index=rows.index)
+    keys = [rows[c] for c in GROUP_COLUMNS]
+    for _, group in rows.groupby(keys, sort=False, dropna=False):
+        if group["run_id"].nunique() < 2:
+            continue
+        scale = _link_runs(group)
+        factors[group.index] = group["run_id"].map(scale).fillna(1.0).to_numpy(dtype=float)
+    return factors
+
+
+def _link_runs(group: pd.DataFrame) -> dict[str, float]:
+    """run_id -> factor for one group's rows (see `run_factors`)."""
+    best = group.groupby(["run_id", "config_key"])["time_ms"].min()
+    by_run = {run: times.droplevel(0) for run, times in best.groupby(level=0)}
+    newest = group.groupby("run_id")["timestamp"].max()
+
+    def size_then_recency(run: str) -> tuple:
+        stamp = newest.get(run)
+        return (len(by_run[run]), pd.notna(stamp), stamp if pd.notna(stamp) else 0)
+
+    scale = {max(by_run, key=size_then_recency): 1.0}
+    pending = set(by_run) - set(scale)
+    while pending:
+        links = []  # (configurations shared, run, factor)
+        for run in sorted(pending):
+            for known, factor in scale.items():
+                common = by_run[run].index.intersection(by_run[known].index)
+                if len(common):
+                    ratio = float(np.median(by_run[known][common] / by_run[run][common]))
+                    links.append((len(common), run, ratio * factor))
+        if not links:
+            break
+        _, run, factor = max(links, key=lambda link: link[0])
+        scale[run] = factor
+        pending.discard(run)
+    return scale
+
+
 def ranked(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     """The ok rows of L2 state `l2` with a finite positive time, one per (gpu, shape, dtype,
-    configuration), in the order they are served: per group, the configurations timed as the tuner times
-    (`DEFAULT_HOLD_US`) fastest first, then those timed otherwise (rows written before the
-    hold, races), fastest first. A configuration timed both ways stands by its row timed so.
-    Times taken with and without the hold differ by a few percent at the smallest shapes, so
-    the two are never ranked against each other."""
+    configuration), in the order they are served: per group, the configurations timed as the
+    tuner times (`DEFAULT_HOLD_US`) fastest first, then those timed otherwise (rows written
+    before the hold, races), fastest first. A configuration timed both ways stands by its row
+    timed so. Times taken with and without the hold differ by a few percent at the smallest
+    shapes, so the two are never ranked against each other. "Fastest" is within a run: each
+    run's times are scaled onto its group's reference run (`run_factors`) before they are
+    compared, so drift between runs does not decide; a row keeps its measured `time_ms`."""
     ok = ok_rows(frame, l2)
     times = ok["time_ms"].to_numpy(dtype=float)
     with np.errstate(invalid="ignore"):
         ok = ok[np.isfinite(times) & (times > 0)]
     ok = ok.assign(_other_timing=other_timing(ok))
-    ok = ok.sort_values(["_other_timing", "time_ms", "timestamp"], kind="stable")
+    if "run_id" in ok.columns and len(ok):
+        ok = ok.assign(_scaled=ok["time_ms"] * run_factors(ok))
+    else:
+        ok = ok.assign(_scaled=ok["time_ms"])
+    ok = ok.sort_values(["_other_timing", "_scaled", "timestamp"], kind="stable")
     ok = ok.drop_duplicates([*GROUP_COLUMNS, "config_key"], keep="first")
-    return ok.drop(columns="_other_timing")
+    return ok.drop(columns=["_other_timing", "_scaled"])
 
 
 def winners(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
