@@ -239,7 +239,8 @@ def test_rows_that_cannot_be_trusted_are_dropped_with_why(tmp_path: Path, caplog
 
 
 def test_the_families_a_loader_accepts_can_be_given(tmp_path: Path) -> None:
-    write_table([row(), row(family="faulty", params='{"mode": "ok"}', config_key="faulty[mode=ok]")], tmp_path, "run")
+    faulty = row(family="faulty", params='{"mode": "ok"}', config_key="faulty[mode=ok]")
+    write_table([row(), faulty], tmp_path, "run")
     assert len(load_results(tmp_path)[0]) == 1
     assert len(load_results(tmp_path, families={"vec", "faulty"})[0]) == 2
 
