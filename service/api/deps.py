@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import Depends, Query, Request
-from pydantic import BeforeValidator
+from pydantic import AfterValidator, BeforeValidator
 
 import variants
 from results.index import StoreIndex
-from results.schema import L2State
+from results.schema import L2State, check_gpu_label
 from service.api.errors import NotReady, unprocessable
 from service.live_store import ResultsStore
 from variants import DType, Shape
@@ -73,9 +73,15 @@ async def requested_dtype(dtype: DTypeQuery = DEFAULT_DTYPE) -> DType:
     return variants.get_dtype(dtype)
 
 
+def gpu_label(value: str | None) -> str | None:
+    """A GPU label asked for, held to the rule every label is (results.schema.check_gpu_label)."""
+    return value if value is None else check_gpu_label(value)
+
+
 GpuQuery = Annotated[
     str | None,
     BeforeValidator(fold_case),
+    AfterValidator(gpu_label),
     Query(min_length=1, max_length=64, description="GPU label as given to the tuner, e.g. h100 (any case)"),
 ]
 L2Query = Annotated[
