@@ -317,8 +317,10 @@ def test_bandwidth_page_draws_the_peak_of_a_known_gpu(tmp_path: Path) -> None:
 
 
 def test_unknown_dashboards_are_html_404(client: TestClient) -> None:
-    r = client.get("/dashboards/shape", params={"gpu": "<b>x</b>", "B": 8, "T": 1024})
-    assert r.status_code == 404 and "<b>x</b>" not in r.text and "&lt;b&gt;" in r.text
+    r = client.get("/dashboards/shape", params={"gpu": "<b>x</b>", "B": 8, "T": 1024})  # not a label
+    assert r.status_code == 422 and "<b>x</b>" not in r.text and "&lt;b&gt;" in r.text
+    r = client.get("/dashboards/shape", params={"gpu": "nowhere", "B": 8, "T": 1024})
+    assert r.status_code == 404 and "text/html" in r.headers["content-type"]
     assert client.get("/dashboards/gpus", params={"B": 3, "T": 3}).status_code == 404
 
 
