@@ -12,7 +12,7 @@ has a place for when its turn comes is pruned as over budget, having cost a comp
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import optuna
 from optuna.trial import Trial, TrialState
@@ -26,17 +26,28 @@ from variants import Config
 AHEAD = 8  # the GPU runner compiles in 8 threads
 
 
-def ask_ahead(study: optuna.Study, space: SearchSpace, n: int) -> list[tuple[Trial, Config | None]]:
+def ask_ahead(
+    study: optuna.Study, space: SearchSpace, n: int, on_ask: Callable[[Trial], None] | None = None
+) -> list[tuple[Trial, Config | None]]:
     """`n` (at least one) new trials, each with the configuration it will measure (None: an
-    invalid combination, pruned when it runs), claimed. (Each is stamped with its worker when
-    it runs: a retried trial's stamp names the worker taken for dead until then.)"""
-    batch = []
-    for _ in range(max(1, n)):
-        trial = study.ask()
-        config = space.suggest(trial)  # sampled now; the objective's suggest gets the same values
-        if config is not None:
-            claim(trial, config.key)
-        batch.append((trial, config))
+    invalid combination, pruned when it runs), claimed. `on_ask` sees each trial the moment it
+    exists, before anything else is written to it (the study loop stamps it with its worker).
+    Should asking fail, the trials asked are told as interrupted, never left running."""
+    batch: list[tuple[Trial, Config | None]] = []
+    try:
+        for _ in range(max(1, n)):
+            trial = study.ask()
+            batch.append((trial, None))
+            if on_ask is not None:
+                on_ask(trial)
+            config = space.suggest(trial)  # sampled now; the objective's suggest gets the same values
+            if config is not None:
+                claim(trial, config.key)
+            batch[-1] = (trial, config)
+    except BaseException:
+        with told_if_left(study, [t for t, _ in batch]):
+            pass  # none handed out: each is told
+        raise
     return batch
 
 

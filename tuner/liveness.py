@@ -3,7 +3,8 @@ one that died.
 
 Every trial a worker asks for is stamped with the worker's identity (`WORKER`:
 host, pid and the process's start time, so that a reused pid is not taken for the dead
-worker) the moment it exists, and kept alive while it runs by a `TrialKeeper` thread:
+worker) the moment it exists (`TrialKeeper.keep`, right after `study.ask()`: the trials asked
+ahead of their turn are stamped too), and kept alive by a `TrialKeeper` thread until it is told:
 
 - RDB storages (PostgreSQL, SQLite): Optuna's own heartbeat (`record_heartbeat`); a trial
   whose heartbeat is older than the grace period is failed by `optuna.storages.
@@ -15,8 +16,10 @@ worker) the moment it exists, and kept alive while it runs by a `TrialKeeper` th
   sharing the journal, whose lease is older than the grace period; and retries it the same
   way, with RetryHeartbeatStaleTrialCallback.
 
-A trial that never got its worker stamp (a worker killed between creating the trial and
-stamping it) is failed once it is `ORPHAN_S` old.
+A trial that never got its worker stamp (a worker killed in the moment between creating the
+trial and stamping it) is failed once it is older than the grace period, the same four
+heartbeats that judge a silent worker (`--heartbeat`): no longer does such an orphan hold up
+every worker for a fixed two minutes.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ log = logging.getLogger(__name__)
 
 WORKER = "worker"  # trial user attribute: "host:pid:start"
 LEASE = "lease"  # trial user attribute: time.time() of the worker's last sign of life
-ORPHAN_S = 120.0
 MAX_RETRY = 3
 _HOST = socket.gethostname()
 
@@ -111,59 +113,82 @@ def uses_optuna_heartbeat(storage: BaseStorage) -> bool:
 
 
 class TrialKeeper:
-    """Keeps one running trial visibly alive until `stop()`: Optuna's heartbeat on an RDB
-    storage, else a lease attribute. A daemon thread: it never holds up the process's exit."""
+    """This worker's trials from the moment each is asked (`keep`) until it is told (`release`):
+    stamped with the worker, and kept visibly alive by a daemon thread (Optuna's heartbeat on
+    an RDB storage, else a lease attribute) while the block `with TrialKeeper(...)` lasts."""
 
-    def __init__(self, storage: BaseStorage, trial_id: int, interval_s: float) -> None:
+    def __init__(self, storage: BaseStorage, interval_s: float) -> None:
         self.storage = storage
-        self.trial_id = trial_id
         self.interval_s = max(0.2, float(interval_s))
+        self._previous: dict[int, str | None] = {}  # trial id -> the stamp it bore when asked
+        self._lock = threading.Lock()  # a trial released is never beaten again, even mid-round
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"keeper-{trial_id}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="trial-keeper", daemon=True)
 
-    def start(self) -> TrialKeeper:
-        self._beat()
+    def __enter__(self) -> TrialKeeper:
         self._thread.start()
         return self
 
-    def _beat(self) -> None:
-        with contextlib.suppress(Exception):  # a missed beat is retried; the grace period covers it
-            if uses_optuna_heartbeat(self.storage):
-                self.storage.record_heartbeat(self.trial_id)  # type: ignore[attr-defined]
-            else:
-                self.storage.set_trial_user_attr(self.trial_id, LEASE, time.time())
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._beat()
-
-    def stop(self) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2.0)  # a beat stuck in the storage is left to die with us
 
+    def keep(self, trial_id: int, worker: str) -> None:
+        """Stamp a trial just asked with `worker` and keep it alive from now on (its sign of
+        life first, so that a stamped trial always has one)."""
+        previous = self.storage.get_trial(trial_id).user_attrs.get(WORKER)
+        with self._lock:
+            self._previous[trial_id] = None if previous is None else str(previous)
+            self._beat(trial_id)
+        self.storage.set_trial_user_attr(trial_id, WORKER, worker)
+
+    def previous(self, trial_id: int) -> str | None:
+        """The stamp the trial bore when asked: a retried trial's, the worker taken for dead."""
+        return self._previous.get(trial_id)
+
+    def held(self) -> list[int]:
+        """The trials kept now."""
+        with self._lock:
+            return sorted(self._previous)
+
+    def release(self, *trial_ids: int) -> None:
+        """No more signs of life for these trials (before they are told)."""
+        with self._lock:
+            for trial_id in trial_ids:
+                self._previous.pop(trial_id, None)
+
+    def _beat(self, trial_id: int) -> None:
+        with contextlib.suppress(Exception):  # a missed beat is retried; the grace period covers it
+            if uses_optuna_heartbeat(self.storage):
+                self.storage.record_heartbeat(trial_id)  # type: ignore[attr-defined]
+            else:
+                self.storage.set_trial_user_attr(trial_id, LEASE, time.time())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            with self._lock:
+                for trial_id in sorted(self._previous):
+                    self._beat(trial_id)
+
 
 @contextlib.contextmanager
-def kept_alive(storage: BaseStorage, trial_id: int, number: int, interval_s: float) -> Iterator[None]:
-    """Keeps the trial alive (`TrialKeeper`) within the block. If another worker took this one
-    for dead meanwhile (no sign of life for the grace period), it failed the trial and queued
-    its configuration again: telling the study then raises UpdateFinishedTrialError, which is
-    logged and swallowed. Whatever the trial measured is on disk already; the retry answers
-    from it."""
-    keeper = TrialKeeper(storage, trial_id, interval_s).start()
+def failed_meanwhile(number: int) -> Iterator[None]:
+    """If another worker took this one for dead (no sign of life for the grace period), it
+    failed trial `number` and queued its configuration again: telling the study then raises
+    UpdateFinishedTrialError, which is logged and swallowed here. Whatever the trial measured
+    is on disk already; the retry answers from it."""
     try:
         yield
     except optuna.exceptions.UpdateFinishedTrialError:
         log.warning("trial %d was failed by another worker meanwhile; going on", number)
-    finally:
-        keeper.stop()
 
 
 def _dead(trial: FrozenTrial, grace_s: float, now: float, heartbeat: bool) -> bool:
     worker = trial.user_attrs.get(WORKER)
-    if worker is None:
+    if worker is None:  # its worker died between asking for it and stamping it
         start = trial.datetime_start
-        return start is not None and (datetime.now() - start).total_seconds() > ORPHAN_S
+        return start is not None and (datetime.now() - start).total_seconds() > grace_s
     if heartbeat:
         return False  # Optuna's heartbeat judges them (fail_stale_trials)
     parsed = parse_worker(str(worker))

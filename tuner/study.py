@@ -51,7 +51,7 @@ from tuner.claims import (
 )
 from tuner.interrupt import StopFlag, TrialInterrupted
 from tuner.known_rows import KnownRows
-from tuner.liveness import WORKER, kept_alive, reap, worker_alive_here, worker_id
+from tuner.liveness import WORKER, TrialKeeper, failed_meanwhile, reap, worker_alive_here, worker_id
 from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runner import Measurement, Runner
 from tuner.samplers import make_sampler
@@ -74,9 +74,12 @@ class StudyLoop:
     """Runs one plan against a runner; `run()` returns what happened.
 
     Ask and tell, not `study.optimize` (one trial, or `plan.ahead`, at a time):
-    a trial is stamped with this worker and kept alive (`tuner.liveness.kept_alive`) while it
-    runs; a stop request (`stop`, Ctrl-C) is looked at between trials and in every wait.
+    a trial is stamped with this worker when asked, and kept alive until told
+    (`tuner.liveness.TrialKeeper`); a stop request (`stop`, Ctrl-C) is looked at between
+    trials and in every wait.
     """
+
+    _keeper: TrialKeeper  # this worker's trials, while it asks and runs them
 
     def __init__(
         self,
@@ -113,7 +116,7 @@ class StudyLoop:
         self.outcome: StudyOutcome | None = None
         self.sampler: UnseenFirst | None = None
 
-    # --- the study --------------------------------------------------------------------
+    # --- the study ---
     def _study(self) -> optuna.Study:
         self.sampler = UnseenFirst(
             make_sampler(self.plan.sampler, self.plan.seed), self.space, self.budget.excluded, self.plan.seed
@@ -158,7 +161,8 @@ class StudyLoop:
                 first = [c for c in (*plan.warm_start, BASELINE) if c in self.space and c.key not in settled]
                 queued = enqueue(study, self.space, first)
                 limit = queued + ASKS_PER_CONFIG * max(self.budget.goal() - len(snap.done), 1)
-                self._trials(study, copy_ms, outcome, limit)
+                with TrialKeeper(study._storage, self.heartbeat_s) as self._keeper:
+                    self._trials(study, copy_ms, outcome, limit)
         for key, row in self.known.items():
             outcome.rows.setdefault(key, row)
         outcome.interrupted = outcome.interrupted or bool(self.stop)
@@ -198,14 +202,22 @@ class StudyLoop:
                 # what is left is in other workers' hands: wait for their trials to settle
                 self.stop.sleep(WAIT_S)
                 continue
-            batch = ask_ahead(study, self.space, min(self.plan.ahead, max(places, 1), limit - asked))
+            n = min(self.plan.ahead, max(places, 1), limit - asked)
+            try:  # each stamped and kept alive from the moment it exists
+                batch = ask_ahead(study, self.space, n, lambda t: self._keeper.keep(t._trial_id, self.me))
+            except optuna.exceptions.UpdateFinishedTrialError:  # failed by another before its stamp
+                self._keeper.release(*self._keeper.held())  # ask_ahead told them
+                continue
             asked += len(batch)
             outcome.trials += len(batch)
             if len(batch) > 1:
                 compile_ahead(self.runner, self.space, [c for _, c in batch if c is not None], self.stop)
             with told_if_left(study, [t for t, _ in batch]) as run:
-                for trial in run:
-                    self._run_trial(study, trial, copy_ms, outcome)
+                try:
+                    for trial in run:
+                        self._run_trial(study, trial, copy_ms, outcome)
+                finally:  # those left are told as interrupted
+                    self._keeper.release(*(t._trial_id for t, _ in batch))
 
     def _report(self, snap: Snapshot, goal: int) -> None:
         if self.progress is not None:
@@ -213,11 +225,13 @@ class StudyLoop:
             self.progress(min(len(values), goal), goal, min(values.values(), default=math.inf))
 
     def _run_trial(self, study: optuna.Study, trial: Trial, copy_ms: float, outcome: StudyOutcome) -> None:
-        with kept_alive(study._storage, trial._trial_id, trial.number, self.heartbeat_s):
-            previous = trial.user_attrs.get(WORKER)  # a retried trial's: the worker taken for dead
-            trial.set_user_attr(WORKER, self.me)
+        previous = self._keeper.previous(trial._trial_id)  # a retried trial's: the worker taken for dead
+        with failed_meanwhile(trial.number):
             try:
-                value = self._objective(study, trial, copy_ms, outcome, previous)
+                try:
+                    value = self._objective(study, trial, copy_ms, outcome, previous)
+                finally:
+                    self._keeper.release(trial._trial_id)  # it is told next
             except optuna.TrialPruned:
                 study.tell(trial, state=TrialState.PRUNED)
             except (TrialInterrupted, KeyboardInterrupt):
@@ -234,7 +248,7 @@ class StudyLoop:
             else:
                 study.tell(trial, value)
 
-    # --- one trial --------------------------------------------------------------------
+    # --- one trial ---
     def _objective(
         self,
         study: optuna.Study,

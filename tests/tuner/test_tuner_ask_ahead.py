@@ -4,6 +4,7 @@ measured twice, and a stop leaves no trial running."""
 from __future__ import annotations
 
 import optuna
+import pytest
 import tuner_fakes as F
 
 from tuner.ask_ahead import ask_ahead, told_if_left
@@ -88,3 +89,22 @@ def test_asked_trials_claim_distinct_configurations_and_those_left_are_told() ->
     states = [t.state for t in study.trials]
     assert states[0] == optuna.trial.TrialState.COMPLETE
     assert states[1:] == [optuna.trial.TrialState.PRUNED] * 4
+
+
+def test_each_trial_is_seen_the_moment_it_exists_and_a_failed_ask_leaves_none_running() -> None:
+    study = optuna.create_study()
+    space = SearchSpace(F.SMALL, BF16)
+    seen: list[tuple[int, dict]] = []
+
+    def on_ask(trial: optuna.trial.Trial) -> None:
+        seen.append((trial.number, dict(trial.params)))  # nothing sampled or claimed yet
+        if len(seen) == 4:  # the second of the next batch
+            raise optuna.exceptions.UpdateFinishedTrialError("another worker failed it")
+
+    assert [t.number for t, _ in ask_ahead(study, space, 2, on_ask=on_ask)] == [n for n, _ in seen]
+    assert all(params == {} for _, params in seen)
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
+        ask_ahead(study, space, 4, on_ask=on_ask)
+    asked_then = study.trials[2:]
+    assert [t.state for t in asked_then] == [optuna.trial.TrialState.PRUNED] * 2
+    assert all(t.user_attrs[ATTR_STATUS] == INTERRUPTED for t in asked_then)

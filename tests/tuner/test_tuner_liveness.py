@@ -61,8 +61,9 @@ def test_a_trial_keeper_beats_optunas_heartbeat_on_rdb_and_writes_a_lease_elsewh
     assert uses_optuna_heartbeat(rdb._storage) and not uses_optuna_heartbeat(journal._storage)
     for study in (rdb, journal):
         trial = study.ask()
-        keeper = TrialKeeper(study._storage, trial._trial_id, 0.2).start()
-        time.sleep(0.5)
-        keeper.stop()
+        with TrialKeeper(study._storage, 0.2) as keeper:
+            keeper.keep(trial._trial_id, worker_id())
+            assert keeper.previous(trial._trial_id) is None  # it bore no stamp before
+            time.sleep(0.5)
         attrs = study._storage.get_trial(trial._trial_id).user_attrs
-        assert (LEASE in attrs) == (study is journal)
+        assert (LEASE in attrs) == (study is journal) and attrs[WORKER] == worker_id()

@@ -282,3 +282,59 @@ def test_another_workers_rows_answer_only_a_watch_timed_alike(tmp_path) -> None:
     assert StoreWatch(tmp_path, "h200", F.SMALL, BF16, hold_us=0.0).answer(key) is not None
     assert StoreWatch(tmp_path, "h200", F.SMALL, BF16).answer(key) is not None
     assert StoreWatch(tmp_path, "h200", F.SMALL, BF16, hold_us=150.0).answer(key) is None
+
+
+def test_a_trial_its_killed_worker_never_stamped_holds_up_the_next_run_only_for_the_grace_period(
+    tmp_path,
+) -> None:
+    import time
+
+    from optuna.trial import TrialState
+
+    storage = make_storage(f"journal:{tmp_path / 'optuna.journal'}", heartbeat_interval=1)
+    study = optuna.create_study(study_name="s", storage=storage)
+    orphan = study.ask()  # a worker killed between creating its trial and stamping it
+    runner = F.synthetic_runner()
+    # --heartbeat 1: a silent worker is taken for dead after 4 s, and so is an unstamped trial
+    loop = StudyLoop(plan(trials=3), runner, storage, families=SMALL_FAMILIES, heartbeat_s=1, grace_s=4)
+    start = time.monotonic()
+    worker = threading.Thread(target=loop.run, daemon=True)
+    worker.start()
+    worker.join(timeout=40)
+    elapsed = time.monotonic() - start
+    if worker.is_alive():  # stalled on the orphan (it was failed only after a fixed 120 s)
+        loop.stop.set()
+        worker.join(timeout=60)
+    assert elapsed < 40, f"the run waited {elapsed:.0f} s for an orphaned trial"
+    assert len(runner.calls) == 3
+    assert storage.get_trial(orphan._trial_id).state == TrialState.FAIL
+    mine = [t for t in study.get_trials() if t.number != orphan.number]
+    assert all(t.user_attrs.get(WORKER) == worker_id() for t in mine)  # stamped the moment asked
+
+
+def test_trials_asked_ahead_are_stamped_and_kept_alive_so_a_short_grace_never_reaps_them(tmp_path) -> None:
+    import time
+
+    from optuna.trial import TrialState
+
+    from tuner.liveness import reap
+
+    def slow(shape, dtype, config):
+        time.sleep(0.8)  # the last of a batch of 4 waits 2.4 s for its turn, past the grace period
+        return F.synthetic_bench(shape, dtype, config)
+
+    storage = make_storage(f"journal:{tmp_path / 'optuna.journal'}", heartbeat_interval=1)
+    runner = F.synthetic_runner(slow)
+    loop = StudyLoop(
+        plan(trials=4, ahead=4), runner, storage, families=SMALL_FAMILIES, heartbeat_s=0.5, grace_s=1.5
+    )
+    study = optuna.create_study(
+        study_name="s", storage=make_storage(f"journal:{tmp_path / 'optuna.journal'}")
+    )
+    reaped: list[int] = []
+    worker = threading.Thread(target=loop.run, daemon=True)
+    worker.start()
+    while worker.is_alive():  # another worker of this host, looking for the dead
+        reaped += reap(study, study.get_trials(states=(TrialState.RUNNING,)), grace_s=1.5)
+        time.sleep(0.1)
+    assert reaped == [] and len(runner.calls) == 4
