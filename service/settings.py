@@ -26,7 +26,11 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", min_length=1, max_length=255, description="address to bind")
     port: int = Field(8000, ge=1, le=65535)
     reload_interval: float = Field(
-        5.0, gt=0, le=3600, description="seconds between checks of the results directory for changes"
+        5.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="seconds between checks of the results directory for changes",
     )
     log_level: LogLevel = "info"
     access_log: bool = True

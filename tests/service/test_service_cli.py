@@ -58,7 +58,16 @@ def test_the_app_serves_both_directories_and_readyz_lists_them(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    "argv", [["--port", "abc"], ["--port", "70000"], ["--bogus"], ["--reload-interval", "-1"], ["extra"]]
+    "argv",
+    [
+        ["--port", "abc"],
+        ["--port", "70000"],
+        ["--bogus"],
+        ["--reload-interval", "-1"],
+        ["extra"],
+        ["--reload-interval", "nan"],
+        ["--reload-interval", "inf"],
+    ],
 )
 def test_usage_errors_print_one_line_and_return_2(argv: list[str], capsys: pytest.CaptureFixture) -> None:
     assert main(argv) == 2
