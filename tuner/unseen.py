@@ -11,7 +11,8 @@ the most parameters in common; ties broken by the seeded generator). The proposa
 kept whenever it is new, so the sampler's choices stand wherever they can.
 
 Trials whose parameters are fixed in advance (llm.c's configuration queued first, a dead
-worker's configuration queued again) are left as they are. When every configuration has been
+worker's configuration queued again) are left as they are; a trial that holds only parameters
+of one choice (Optuna sets those without asking) is not one of them. When every configuration has been
 seen the sampler's proposal is returned unchanged, and the study loop stops.
 """
 
@@ -87,8 +88,10 @@ class UnseenFirst(BaseSampler):
         base_space = self._base_spaces.pop(trial.number, None)
         if base_space is None:
             base_space = self.base.infer_relative_search_space(study, trial)
-        if trial.system_attrs.get("fixed_params") or trial.params:
+        if trial.system_attrs.get("fixed_params"):
             return {}  # queued with its parameters: they stand
+        # A parameter of one choice (`family` in a study of one family) is set by Optuna without
+        # asking the sampler, so a trial may hold it already: the proposal is checked all the same.
         proposal = dict(self.base.sample_relative(study, trial, base_space))
         excluded = self.excluded()
         unseen = [c for c in self.space.configs if c.key not in excluded]
