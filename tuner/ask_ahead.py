@@ -18,12 +18,11 @@ import optuna
 from optuna.trial import Trial, TrialState
 
 from tuner.claims import INTERRUPTED, claim, mark
+from tuner.defaults import AHEAD as AHEAD  # the command line's default, read from here too
 from tuner.interrupt import StopFlag, TrialInterrupted
 from tuner.runner import Runner
 from tuner.space import SearchSpace
 from variants import Config
-
-AHEAD = 8  # the GPU runner compiles in 8 threads
 
 
 def ask_ahead(

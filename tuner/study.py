@@ -49,6 +49,7 @@ from tuner.claims import (
     mark,
     record,
 )
+from tuner.defaults import HEARTBEAT_S
 from tuner.interrupt import StopFlag, TrialInterrupted
 from tuner.known_rows import KnownRows
 from tuner.liveness import WORKER, TrialKeeper, failed_meanwhile, reap, worker_alive_here, worker_id
@@ -66,7 +67,6 @@ from variants import BASELINE, Config, Family
 # and yields cost a trial but no measurement); a guard, the loop ends long before.
 ASKS_PER_CONFIG = 10
 WAIT_S = 0.25  # between looks at the study while the trials of other workers settle
-HEARTBEAT_S = 30.0  # a running trial's sign of life (Optuna's heartbeat, or a lease)
 GRACE_S = 120.0  # without one for this long, its worker is taken for dead
 
 

@@ -21,11 +21,11 @@ from optuna.trial import TrialState
 from results.index import GroupKey, StoreIndex, TunedGroup, build_index
 from results.schema import L2_COLD, hold_or_zero
 from results.selection import nearest_choices
+from tuner.defaults import WARM_START_SIZE
 from tuner.space import SearchSpace
 from tuner.study_plan import StudyPlan
 from variants import Config, DType, Shape
 
-WARM_START_SIZE = 4  # configurations queued ahead of the sampler
 WARM_START_PER_SHAPE = 2  # at most this many from one tuned shape
 
 
