@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import statistics
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,13 +28,13 @@ import pandas as pd
 from results.index import StoreIndex, TunedGroup, build_index
 from results.schema import Status
 from results.store import load_results
+from tuner.defaults import DEFAULT_SAMPLERS
 from tuner.replay import ReplayRunner
 from tuner.study import StudyLoop
 from tuner.study_plan import StudyPlan
 from tuner.warm_start import shape_held_out, warm_start_configs
-from variants import DTYPES, Family, Shape, valid_configs
+from variants import DTYPES, FAMILIES, Config, Family, Shape, valid_configs
 
-DEFAULT_SAMPLERS = ("tpe", "random", "tpe+warm")
 MIN_SPACE = 100  # configurations a recorded group's complete families must span to be evaluated
 WARM = "+warm"
 
@@ -94,6 +95,64 @@ def of_families(groups: Iterable[TunedGroup], families: Mapping[str, Family]) ->
     return kept
 
 
+@dataclass(frozen=True)
+class Group:
+    """One exhaustively recorded (shape, dtype), made ready once for all its runs: the
+    families searched (those recorded completely there), the time over copy that counts as
+    found, and the warm start a `+warm` sampler queues (empty without an index)."""
+
+    shape: Shape
+    dtype: str
+    families: tuple[str, ...]
+    target: float
+    warm: tuple[Config, ...] = ()
+
+
+def prepare(
+    runner: ReplayRunner,
+    shape: Shape,
+    dtype: str,
+    tolerance: float,
+    index: StoreIndex | None = None,
+    families: Mapping[str, Family] | None = None,
+) -> Group:
+    """What every run of (shape, dtype) shares; `index` (the recording's) gives the warm start,
+    with the evaluated shape held out in every dtype."""
+    families = complete_families(runner, shape, dtype) if families is None else families
+    warm: list[Config] = []
+    if index is not None:
+        held_out = shape_held_out(index, runner.gpu, shape)
+        groups = of_families(index.groups_of(runner.gpu), families)
+        warm = warm_start_configs(groups, shape, DTYPES[dtype], exclude=held_out)
+    target = optimum(runner, shape, dtype, families) * (1.0 + tolerance)
+    return Group(shape, dtype, tuple(families), target, tuple(warm))
+
+
+def run_one(
+    runner: ReplayRunner, group: Group, sampler: str, seed: int, max_trials: int, ahead: int = 1
+) -> EvalResult:
+    """One search of `group` by `sampler` (a `+warm` one queues the group's warm start first),
+    asking `ahead` trials at once as `tune --ahead` does on a GPU, until the target or
+    `max_trials` configurations measured."""
+    plan = StudyPlan(
+        gpu=runner.gpu,
+        shape=group.shape,
+        dtype=DTYPES[group.dtype],
+        study_name=f"eval-{sampler}-{seed}",
+        sampler=sampler.removesuffix(WARM),
+        seed=seed,
+        trials=max_trials,
+        target_value=group.target,
+        warm_start=group.warm if sampler.endswith(WARM) else (),
+        ahead=ahead,
+    )
+    families = {name: FAMILIES[name] for name in group.families}
+    outcome = StudyLoop(plan, runner, None, families=families).run()
+    return EvalResult(
+        sampler, group.shape, group.dtype, seed, trials_to_target(outcome.measured, group.target)
+    )
+
+
 def evaluate_one(
     runner: ReplayRunner,
     sampler: str,
@@ -105,47 +164,19 @@ def evaluate_one(
     index: StoreIndex | None = None,
     ahead: int = 1,
 ) -> EvalResult:
-    """One run; `index` (the recording's) gives a `+warm` sampler its warm start; `ahead`
-    trials are asked at once, as `tune --ahead` does on a GPU. The search covers the families
-    the recording holds completely there (`complete_families`), and so does the optimum."""
-    families = complete_families(runner, shape, dtype)
-    target = optimum(runner, shape, dtype, families) * (1.0 + tolerance)
-    base = sampler.removesuffix(WARM)
-    warm: list = []
-    if sampler.endswith(WARM) and index is not None:
-        held_out = shape_held_out(index, runner.gpu, shape)
-        groups = of_families(index.groups_of(runner.gpu), families)
-        warm = warm_start_configs(groups, shape, DTYPES[dtype], exclude=held_out)
-    plan = StudyPlan(
-        gpu=runner.gpu,
-        shape=shape,
-        dtype=DTYPES[dtype],
-        study_name=f"eval-{sampler}-{seed}",
-        sampler=base,
-        seed=seed,
-        trials=max_trials,
-        target_value=target,
-        warm_start=tuple(warm),
-        ahead=ahead,
-    )
-    outcome = StudyLoop(plan, runner, None, families=families).run()
-    return EvalResult(sampler, shape, dtype, seed, trials_to_target(outcome.measured, target))
+    """One run, its group made ready for it alone (`evaluate` does that once per group)."""
+    group = prepare(runner, shape, dtype, tolerance, index if sampler.endswith(WARM) else None)
+    return run_one(runner, group, sampler, seed, max_trials, ahead)
 
 
-Task = tuple[pd.DataFrame, str, str, Shape, str, tuple[int, ...], float, int, int]
-
-
-def _group_results(args: Task) -> Iterator[EvalResult]:
-    frame, gpu, sampler, shape, dtype, seeds, tolerance, max_trials, ahead = args
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    runner = ReplayRunner(frame, gpu)
-    index = build_index(frame) if sampler.endswith(WARM) else None
-    for s in seeds:
-        yield evaluate_one(runner, sampler, shape, dtype, s, tolerance, max_trials, index, ahead)
-
-
-def _evaluate_group(args: Task) -> list[EvalResult]:
-    return list(_group_results(args))
+def complete_groups(runner: ReplayRunner) -> list[tuple[Shape, str, dict[str, Family]]]:
+    """`exhaustive_groups`, each with its completely recorded families."""
+    found = []
+    for shape, dtype in runner.groups():
+        families = complete_families(runner, shape, dtype)
+        if len(valid_configs(shape, DTYPES[dtype], families)) >= MIN_SPACE:
+            found.append((shape, dtype, families))
+    return found
 
 
 def exhaustive_groups(runner: ReplayRunner) -> list[tuple[Shape, str]]:
@@ -154,12 +185,36 @@ def exhaustive_groups(runner: ReplayRunner) -> list[tuple[Shape, str]]:
     the recorded optimum the true one, and a smaller space (llm.c's six block sizes, which
     every study measures) is no test of a sampler. Groups a tuning run only sampled are left
     out."""
-    found = []
-    for shape, dtype in runner.groups():
-        families = complete_families(runner, shape, dtype)
-        if len(valid_configs(shape, DTYPES[dtype], families)) >= MIN_SPACE:
-            found.append((shape, dtype))
-    return found
+    return [(shape, dtype) for shape, dtype, _ in complete_groups(runner)]
+
+
+Run = tuple[str, int, int]  # sampler, group (its place in the list), seed
+_WORKER: tuple[ReplayRunner, list[Group], int, int] | None = None  # what a process runs with
+
+
+def _start_worker(runner: ReplayRunner, groups: list[Group], max_trials: int, ahead: int) -> None:
+    global _WORKER
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    _WORKER = (runner, groups, max_trials, ahead)
+
+
+def _run_batch(batch: list[Run]) -> list[EvalResult]:
+    assert _WORKER is not None, "a process runs only after _start_worker"
+    runner, groups, max_trials, ahead = _WORKER
+    return [run_one(runner, groups[g], sampler, seed, max_trials, ahead) for sampler, g, seed in batch]
+
+
+def batches(runs: list[Run], jobs: int) -> list[list[Run]]:
+    """The runs in order, cut into about four batches per process (consecutive seeds of one
+    group, mostly): few enough that a batch costs no more than its runs, enough that the
+    processes finish together."""
+    size = max(1, math.ceil(len(runs) / (4 * jobs)))
+    return [runs[i : i + size] for i in range(0, len(runs), size)]
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def evaluate(
@@ -173,32 +228,45 @@ def evaluate(
     on_done: Callable[[int, int], None] | None = None,
     ahead: int = 1,
 ) -> list[EvalResult]:
-    """Every sampler x exhaustive group x seed. `on_done(done, total)` is called as runs of
-    one seed finish (with `jobs` > 1: as a group's seeds all finish)."""
+    """Every sampler x exhaustive group x seed, in that order. The recording is indexed once
+    and each group made ready once (`prepare`); with `jobs` > 1 the runs go in batches to
+    that many processes, each handed the indexed recording once. `on_done(done, total)` is
+    called as runs finish."""
     runner = ReplayRunner(frame, gpu)
-    frame = frame[frame["gpu"] == runner.gpu]
-    tasks = [
-        (frame, runner.gpu, sampler, shape, dtype, tuple(range(seeds)), tolerance, max_trials, ahead)
+    samplers = list(samplers)
+    found = complete_groups(runner)
+    groups = [prepare(runner, shape, dtype, tolerance, None, families) for shape, dtype, families in found]
+    if any(s.endswith(WARM) for s in samplers):
+        index = build_index(frame[frame["gpu"] == runner.gpu])
+        groups += [
+            prepare(runner, shape, dtype, tolerance, index, families) for shape, dtype, families in found
+        ]
+    runs = [
+        (sampler, g + (len(found) if sampler.endswith(WARM) else 0), seed)
         for sampler in samplers
-        for shape, dtype in exhaustive_groups(runner)
+        for g in range(len(found))
+        for seed in range(seeds)
     ]
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    total, results = len(tasks) * seeds, []
-
-    def done(batch: list[EvalResult]) -> None:
-        results.extend(batch)
-        if on_done is not None:
-            on_done(len(results), total)
-
-    if jobs <= 1:
-        for task in tasks:
-            for result in _group_results(task):
-                done([result])
+    jobs = max(1, min(jobs, len(runs)))
+    if jobs == 1:
+        _start_worker(runner, groups, max_trials, ahead)
+        results = []
+        for run in runs:
+            results += _run_batch([run])
+            if on_done is not None:
+                on_done(len(results), len(runs))
         return results
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for batch in pool.map(_evaluate_group, tasks):
-            done(batch)
-    return results
+    done: dict[int, list[EvalResult]] = {}
+    with ProcessPoolExecutor(
+        jobs, initializer=_start_worker, initargs=(runner, groups, max_trials, ahead)
+    ) as pool:
+        futures = {pool.submit(_run_batch, batch): i for i, batch in enumerate(batches(runs, jobs))}
+        for future in as_completed(futures):
+            done[futures[future]] = future.result()
+            if on_done is not None:
+                on_done(sum(map(len, done.values())), len(runs))
+    return [result for i in sorted(done) for result in done[i]]
 
 
 def summary(results: list[EvalResult]) -> pd.DataFrame:
