@@ -1,34 +1,26 @@
-"""`python -m tuner` and the `repkv-tune` command: the CLI, once the tuner's dependencies
-(the `tuner` extra) are known to be installed."""
+"""`python -m tuner` and the `repkv-tune` command.
+
+Ctrl-C is taken over on the first line, before anything heavy is imported: whenever it comes,
+the command ends with one line and status 130, never a KeyboardInterrupt traceback
+(`tuner.interrupt`). The commands that read results run on the base install; tuning says in
+one line to install the `tuner` extra when it is missing (`tuner.extra`).
+"""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Sequence
 
-# What `pip install 'repkv-tune[tuner]'` brings and the CLI cannot start without (the service
-# and the results store need none of it).
-TUNER_MODULES = ("optuna", "sqlalchemy", "rich", "tqdm")
-INSTALL_HINT = "pip install 'repkv-tune[tuner]'"
-
-
-def missing_modules() -> list[str]:
-    return [name for name in TUNER_MODULES if importlib.util.find_spec(name) is None]
+from tuner.interrupt import quits_at_once
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    missing = missing_modules()
-    if missing:
-        print(
-            f"python -m tuner: the tuner's dependencies are not installed (no {', '.join(missing)}): "
-            f"{INSTALL_HINT}",
-            file=sys.stderr,
-        )
-        return 2
-    from tuner.cli import main as cli_main
+    """The command line (`argv`, default the process's own). Called without `argv` it is the
+    process's entry point, and the Ctrl-C handler stays through the interpreter's exit;
+    with `argv` (a test, a script) the caller's handler is restored when it returns."""
+    with quits_at_once(for_good=argv is None):
+        from tuner.cli import main as cli_main
 
-    return cli_main(argv)
+        return cli_main(argv)
 
 
 if __name__ == "__main__":

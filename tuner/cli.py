@@ -31,7 +31,6 @@ from results.schema import L2_COLD, SHAPE_COLUMNS
 from results.store import load_results, read_dirs
 from tuner.arguments import (
     UsageError,
-    csv_values,
     parse_dtypes,
     parse_shape_values,
     parse_shapes,
@@ -40,7 +39,6 @@ from tuner.arguments import (
 from tuner.interrupt import EXIT_INTERRUPTED
 from tuner.parser import DEFAULT_RESULTS, LLMC_SHAPE, build_parser, tune_request, with_default_command
 from tuner.runner import Runner
-from tuner.samplers import UnavailableSampler, make_sampler
 from variants import Shape
 
 if TYPE_CHECKING:
@@ -99,51 +97,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_replay_eval(args: argparse.Namespace) -> int:
-    from tuner import replay_eval
-    from tuner.replay import NoRecording
+    from tuner.replay_eval_cli import run_replay_eval
 
-    samplers = csv_values([args.samplers])
-    for name in samplers:
-        try:
-            make_sampler(name.removesuffix(replay_eval.WARM), 0)
-        except UnavailableSampler as exc:
-            raise UsageError(str(exc)) from None
-    frame = replay_eval.load(args.recording)
-    if frame.empty:
-        raise UsageError(f"no trial rows under {args.recording}: record a grid first (tune --sampler grid)")
-    from tuner.report import CounterBar
-
-    try:
-        with CounterBar(show_progress(args), "replay-eval", "run") as bar:
-            results = replay_eval.evaluate(
-                frame,
-                args.gpu,
-                samplers,
-                args.seeds,
-                args.tolerance,
-                args.max_trials,
-                args.jobs,
-                bar,
-                ahead=args.ahead,
-            )
-    except NoRecording as exc:
-        raise UsageError(str(exc)) from None
-    if not results:
-        raise UsageError(
-            f"no shape and dtype under {args.recording} holds every configuration of any family: "
-            "record one first (tune --sampler grid, or --family NAME --sampler grid)"
-        )
-    table = replay_eval.summary(results)
-    with_pct = f"{args.tolerance:.0%}"
-    print(f"trials to come within {with_pct} of the exhaustive optimum ({args.seeds} seeds; inf: never)")
-    print(table.to_string(index=False))
-    medians = replay_eval.overall_medians(results)
-    for name in samplers:
-        print(f"{name}: median {medians.get(name, float('inf')):g} trials")
-    first = medians.get(samplers[0], float("inf"))
-    verdict = "meets" if first <= args.target else "misses"
-    print(f"{samplers[0]} {verdict} the target of {args.target:g} trials")
-    return 1 if args.check and first > args.target else 0
+    return run_replay_eval(args)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -192,7 +148,9 @@ def cmd_tune(args: argparse.Namespace, runner: Runner | None = None, argv: Seque
     from tuner.fleet import watch_parent
 
     watch_parent(stop)
-    with sigint_stops(stop):  # the report too: a second Ctrl-C while it prints still quits at once
+    # Ctrl-C quits at once until trials run (nothing to finish), stops after the current trial while
+    # they do, and quits at once again while the report prints
+    with sigint_stops(stop, at_once_outside=True):
         try:
             result = tune(request, runner, echo=lambda line: print(line, file=sys.stderr), stop=stop)
         except TuneError as exc:
@@ -243,9 +201,16 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner | None = None) -> 
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    import optuna
+    from tuner.extra import TUNING_COMMANDS, unmet
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    problem = unmet(args.command)  # tuning needs the tuner extra; the commands that read results do not
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if args.command in TUNING_COMMANDS:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
     commands = {**COMMANDS, "tune": functools.partial(cmd_tune, runner=runner, argv=argv)}
     try:
         return commands[args.command](args)

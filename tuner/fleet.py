@@ -216,7 +216,7 @@ def run_fleet(
                     proc.send_signal(signum)
 
     def abort() -> None:
-        relay(signal.SIGINT)  # a child's second Ctrl-C: it kills its GPU worker and exits
+        relay(signal.SIGTERM)  # a child's second Ctrl-C: it kills its GPU worker and exits
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and any(p.poll() is None for _, p in children):
             time.sleep(0.05)
@@ -225,7 +225,9 @@ def run_fleet(
     stop = StopFlag()
     with sigint_stops(
         stop,
-        on_first=lambda: relay(signal.SIGINT),
+        # SIGTERM, which a child takes for a Ctrl-C even where it started with SIGINT ignored
+        # (a script's `tuner --devices ... &`: the children inherit that)
+        on_first=lambda: relay(signal.SIGTERM),
         on_abort=abort,
         message="stopping every worker after its current trial (Ctrl-C again to quit at once)",
     ):

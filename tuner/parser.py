@@ -33,13 +33,11 @@ from tuner.arguments import (
     show_progress,
     time_limit,
 )
-from tuner.ask_ahead import AHEAD
+from tuner.defaults import AHEAD, DEFAULT_SAMPLERS, HEARTBEAT_S, WARM_START_SIZE
 from tuner.gpus import gpu_label_argument
 from tuner.presets import DEFAULT_TRIALS, MODELS
-from tuner.replay_eval import DEFAULT_SAMPLERS
+from tuner.replay import bundled_note, recording_dir
 from tuner.samplers import SAMPLERS
-from tuner.study import HEARTBEAT_S
-from tuner.warm_start import WARM_START_SIZE
 from variants import FAMILIES
 
 if TYPE_CHECKING:
@@ -94,7 +92,10 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
         "and each state is ranked and served apart (GET /best?l2=fed)",
     )
     g.add_argument(
-        "--replay", type=directory, metavar="DIR", help="answer trials from recorded parquet (no GPU)"
+        "--replay",
+        type=recording_dir,
+        metavar="DIR|bundled",
+        help=f"answer trials from recorded rows (no GPU): a results directory, or {bundled_note('bundled')}",
     )
     g.add_argument(
         "--replay-delay",
@@ -218,7 +219,12 @@ def _add_replay_eval(sub: argparse._SubParsersAction, name: str) -> None:
         name,
         help="trials each sampler needs to come within 2%% of the optimum, on exhaustive recordings",
     )
-    p.add_argument("recording", type=directory, help="results directory holding exhaustive (grid) trials")
+    p.add_argument(
+        "recording",
+        type=recording_dir,
+        metavar="DIR|bundled",
+        help=f"a results directory holding exhaustive (grid) trials, or {bundled_note('bundled')}",
+    )
     p.add_argument("--gpu", type=gpu_label_argument, help="GPU label (default: the recording's only one)")
     p.add_argument(
         "--samplers",
@@ -233,7 +239,7 @@ def _add_replay_eval(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument(
         "--max-trials", type=positive_int, default=200, help="give up after this many (default 200)"
     )
-    p.add_argument("--jobs", type=positive_int, default=1, help="processes (default 1)")
+    p.add_argument("--jobs", type=positive_int, help="processes (default: one per core)")
     p.add_argument(
         "--ahead",
         type=positive_int,

@@ -20,15 +20,41 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from results.listing import resolved
 from results.schema import DEFAULT_HOLD_US, L2_COLD, SHAPE_COLUMNS, Status, holds, l2_states
-from results.store import load_results
+from results.store import bundled_results_dir, load_results
+from tuner.arguments import directory
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, GroupKey, Measurement, Runner
 from variants import FAMILIES, Config, DType, Family, Shape
 
+BUNDLED = "bundled"  # names the measurements shipped with the package, wherever it is installed
+
 
 class NoRecording(ValueError):
     """The recording holds nothing for what was asked."""
+
+
+def recording_dir(text: str) -> Path:
+    """A recording named on the command line: a results directory, or `bundled`, the
+    measurements shipped with the package (`./bundled` is a directory of that name)."""
+    return bundled_results_dir() if text == BUNDLED else directory(text)
+
+
+def bundled_note(named: str) -> str:
+    """How to name the bundled measurements (`named`: "--replay bundled") and where they live."""
+    return f"{named}, the measurements shipped with the package (in {bundled_results_dir()})"
+
+
+def no_rows(directory: Path, advice: str) -> str:
+    """Why a recording answers nothing (the directory is missing, or holds no trial rows), and
+    `advice`: what to do instead."""
+    where = (
+        f"{directory} does not exist" if not Path(directory).exists() else f"no trial rows under {directory}"
+    )
+    if resolved(Path(directory)) == resolved(bundled_results_dir()):
+        return f"{where}: this install of repkv-tune ships no measurements"
+    return f"{where}: {advice}"
 
 
 def recorded_labels(frame: pd.DataFrame) -> list[str]:
@@ -85,7 +111,8 @@ class ReplayRunner(Runner):
     ) -> ReplayRunner:
         frame, _ = load_results(Path(directory))
         if frame.empty:
-            raise NoRecording(f"no trial rows under {directory}")
+            advice = f"replay a results directory of recorded trials, or {bundled_note('--replay bundled')}"
+            raise NoRecording(no_rows(directory, advice))
         return cls(frame, gpu, delay_s=delay_s, l2=l2)
 
     def _index(self, rows: pd.DataFrame) -> None:

@@ -231,7 +231,7 @@ def evaluate(
     """Every sampler x exhaustive group x seed, in that order. The recording is indexed once
     and each group made ready once (`prepare`); with `jobs` > 1 the runs go in batches to
     that many processes, each handed the indexed recording once. `on_done(done, total)` is
-    called as runs finish."""
+    called before the first run (done 0) and as runs finish."""
     runner = ReplayRunner(frame, gpu)
     samplers = list(samplers)
     found = complete_groups(runner)
@@ -248,6 +248,8 @@ def evaluate(
         for seed in range(seeds)
     ]
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    if on_done is not None:
+        on_done(0, len(runs))
     jobs = max(1, min(jobs, len(runs)))
     if jobs == 1:
         _start_worker(runner, groups, max_trials, ahead)

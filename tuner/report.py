@@ -14,13 +14,11 @@ import threading
 from typing import Any, TextIO
 
 import pandas as pd
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from results.best import winners
 from results.peaks import frac_peak
 from results.schema import L2_COLD, SHAPE_COLUMNS
+from tuner.plain_table import plain_table
 from tuner.study_plan import StudyOutcome, StudyPlan
 from variants import DTYPES, FAMILIES, Shape
 
@@ -35,6 +33,20 @@ WINNER_COLUMNS = (
     "ratio_to_copy",
     "ratio_to_empty_launch",
     "speedup_vs_baseline",
+)
+
+
+WINNER_HEADINGS = (  # the winners table's columns as drawn, and how each is justified
+    ("gpu", "left"),
+    ("shape", "left"),
+    ("dtype", "left"),
+    ("best configuration", "left"),
+    ("time", "right"),
+    ("GB/s", "right"),
+    ("% peak", "right"),
+    ("x copy", "right"),
+    ("x empty launch", "right"),
+    ("vs llm.c", "right"),
 )
 
 
@@ -88,39 +100,40 @@ def _is_terminal(file: TextIO) -> bool:
 
 def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str = "Winners") -> None:
     """The winners as a table: as wide as the terminal, a configuration too long for it folded
-    onto the next line; elsewhere (a pipe, a file) as wide as the table, nothing cut."""
+    onto the next line; elsewhere (a pipe, a file) as wide as the table, nothing cut. Without
+    rich (an install without the tuner extra), as plain text."""
     file = file or sys.stdout
     terminal = _is_terminal(file)
     if table.empty:
-        Console(file=file).print("no correct measurement to report")
+        print("no correct measurement to report", file=file)
         return
-    out = Table(title=title, show_lines=False)
-    for name, justify in (
-        ("gpu", "left"),
-        ("shape", "left"),
-        ("dtype", "left"),
-        ("best configuration", "left"),
-        ("time", "right"),
-        ("GB/s", "right"),
-        ("% peak", "right"),
-        ("x copy", "right"),
-        ("x empty launch", "right"),
-        ("vs llm.c", "right"),
-    ):
-        out.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for row in table.itertuples(index=False):
-        out.add_row(
+    cells = [
+        [
             row.gpu,
             row.shape,
             row.dtype,
-            escape(row.config),
+            row.config,
             _fmt(row.time_ms, ".4f", " ms"),
             _fmt(row.gbps, ".0f"),
             _fmt(None if row.frac_peak is None else 100 * row.frac_peak, ".1f", "%"),
             _fmt(row.ratio_to_copy, ".3f"),
             _fmt(row.ratio_to_empty_launch, ".2f", "x"),
             _fmt(row.speedup_vs_baseline, ".2f", "x"),
-        )
+        ]
+        for row in table.itertuples(index=False)
+    ]
+    try:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+    except ImportError:
+        print(plain_table(title, WINNER_HEADINGS, cells), file=file)
+        return
+    out = Table(title=title, show_lines=False)
+    for name, justify in WINNER_HEADINGS:
+        out.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for row_cells in cells:
+        out.add_row(*row_cells[:3], escape(row_cells[3]), *row_cells[4:])
     width = None if terminal else Console(width=1 << 20).measure(out).maximum
     Console(file=file, width=width).print(out)
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib.util
 import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import optuna
-from optuna.samplers import BaseSampler
+if TYPE_CHECKING:  # Optuna is imported when a sampler is made: the names are offered without it
+    from optuna.samplers import BaseSampler
 
 # TPE's random start before it models the space (after llm.c's configuration, which is
 # always measured first). Chosen with `python -m tuner replay-eval` (see README).
@@ -23,6 +24,8 @@ class UnavailableSampler(ValueError):
 
 
 def _tpe(seed: int | None) -> BaseSampler:
+    import optuna
+
     # multivariate + group: each family's parameters are modelled jointly, and the
     # conditional space (parameters that exist for one family only) stays well-defined.
     return optuna.samplers.TPESampler(
@@ -35,22 +38,32 @@ def _tpe(seed: int | None) -> BaseSampler:
 
 
 def _random(seed: int | None) -> BaseSampler:
+    import optuna
+
     return optuna.samplers.RandomSampler(seed=seed)
 
 
 def _qmc(seed: int | None) -> BaseSampler:
+    import optuna
+
     return optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
 
 
 def _cmaes(seed: int | None) -> BaseSampler:
+    import optuna
+
     return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
 
 
 def _gp(seed: int | None) -> BaseSampler:
+    import optuna
+
     return optuna.samplers.GPSampler(seed=seed)
 
 
 def _nsga2(seed: int | None) -> BaseSampler:
+    import optuna
+
     return optuna.samplers.NSGAIISampler(seed=seed)
 
 
@@ -81,6 +94,8 @@ def make_sampler(name: str, seed: int | None) -> BaseSampler:
         raise UnavailableSampler(
             f"sampler {name} needs {', '.join(missing)}: pip install {' '.join(missing)}"
         )
+    import optuna
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return factory(seed)

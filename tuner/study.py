@@ -161,7 +161,8 @@ class StudyLoop:
                 first = [c for c in (*plan.warm_start, BASELINE) if c in self.space and c.key not in settled]
                 queued = enqueue(study, self.space, first)
                 limit = queued + ASKS_PER_CONFIG * max(self.budget.goal() - len(snap.done), 1)
-                with TrialKeeper(study._storage, self.heartbeat_s) as self._keeper:
+                # while trials run, a first Ctrl-C lets the current one finish (tuner.interrupt)
+                with self.stop.finishing(), TrialKeeper(study._storage, self.heartbeat_s) as self._keeper:
                     self._trials(study, copy_ms, outcome, limit)
         for key, row in self.known.items():
             outcome.rows.setdefault(key, row)

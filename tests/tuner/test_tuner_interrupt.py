@@ -1,6 +1,9 @@
 """Ctrl-C on a running tuner (a real process, a real SIGINT): one stops it within a second or
 two, with every row readable, what was measured printed and exit status 130; a second one
-quits at once."""
+quits at once; before trials run (imports, start-up) one quits at once with one line.
+
+The processes start with SIGINT at its default, as from a terminal, whatever this one
+inherited (`nohup ./test.sh &` starts with it ignored)."""
 
 from __future__ import annotations
 
@@ -28,9 +31,19 @@ def recording(tmp_path_factory) -> Path:
     return directory
 
 
-def _tuner(recording: Path, out: Path) -> subprocess.Popen:
-    argv = ["--replay", str(recording), "--shape", SMALL, "--dtype", "bf16", "--trials", "60"]
-    argv += ["--results", str(out), "--replay-delay", "0.3", "--no-progress", "--seed", "0"]
+def _from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _with_sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _tuner(
+    recording: Path, out: Path, trials: int = 60, delay: float = 0.3, start=_from_a_terminal
+) -> subprocess.Popen:
+    argv = ["--replay", str(recording), "--shape", SMALL, "--dtype", "bf16", "--trials", str(trials)]
+    argv += ["--results", str(out), "--replay-delay", str(delay), "--no-progress", "--seed", "0"]
     return subprocess.Popen(
         [sys.executable, "-m", "tuner", *argv],
         cwd=ROOT,
@@ -38,6 +51,7 @@ def _tuner(recording: Path, out: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=start,
     )
 
 
@@ -100,20 +114,138 @@ def test_the_handler_restores_the_default_when_no_signal_came() -> None:
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
+def _wait_for(flag: StopFlag) -> None:
+    deadline = time.monotonic() + 5
+    while not flag and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_after_a_ctrl_c_the_handler_stays_so_a_second_one_never_raises() -> None:
     flag = StopFlag()
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal, whatever pytest inherited
     try:
         with sigint_stops(flag, message="stopping"):
             os.kill(os.getpid(), signal.SIGINT)
-            deadline = time.monotonic() + 5
-            while not flag and time.monotonic() < deadline:
-                time.sleep(0.01)
+            _wait_for(flag)
             assert flag and flag.reason == "interrupted"
         # the run is stopping: a second Ctrl-C must reach the quit-now path, not Python's
         # KeyboardInterrupt (which left a traceback, or a death by SIGINT, during shutdown)
-        assert signal.getsignal(signal.SIGINT) is not before[0]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         assert signal.getsignal(signal.SIGTERM) is before[1]
+        os.kill(os.getpid(), signal.SIGINT)  # and indeed raises nothing
+        time.sleep(0.05)
     finally:
         signal.signal(signal.SIGINT, before[0])
     assert StopFlag().sleep(0.01) is False
+
+
+def test_a_sigint_ignored_from_the_start_stays_ignored_and_sigterm_stops() -> None:
+    """`tuner ... &` in a script starts with SIGINT ignored (the Ctrl-C meant for the
+    script's foreground spares it): it stays so, and SIGTERM is what stops the run."""
+    flag = StopFlag()
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with sigint_stops(flag, message="stopping"):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
+            assert not flag
+            os.kill(os.getpid(), signal.SIGTERM)
+            _wait_for(flag)
+            assert flag and flag.reason == "terminated"
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is before[1]
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+
+
+def test_a_run_started_with_sigint_ignored_ignores_it_and_stops_on_sigterm(
+    recording: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    proc = _tuner(recording, out, start=_with_sigint_ignored)
+    _wait_for_rows(proc, out, 2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and time.monotonic() - sent < 3.0, stderr[-3000:]
+    assert stderr.rstrip().endswith("interrupted: run the same command again to resume")
+
+
+# What a Ctrl-C's last line may be: before trials run or while the report prints (quit at
+# once), during them (stop after the current trial, report), a second one.
+LAST_LINES = (
+    "interrupted",
+    "interrupted: run the same command again to resume",
+    "interrupted again: quitting now",
+)
+
+
+def _python_start() -> float:
+    """How long Python takes here, now, to start and import the package: before that no line of
+    the tuner has run, and a Ctrl-C is Python's own (the slowest of three)."""
+    took = []
+    for _ in range(3):
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import tuner.interrupt"], cwd=ROOT, check=True)
+        took.append(time.monotonic() - started)
+    return max(took)
+
+
+def test_a_ctrl_c_at_any_moment_exits_130_with_one_line_within_a_second(
+    recording: Path, tmp_path: Path
+) -> None:
+    """From the tuner's first line to the interpreter's exit: never a KeyboardInterrupt
+    traceback or a death by SIGINT (-2), and never the 4-7 s a start-up went on before the stop
+    was seen. The imports alone take longer than the first few moments."""
+    first = 1.5 * _python_start()
+    moments = [first + step for step in (0.0, 0.1, 0.25, 0.5, 0.8, 1.2, 1.8, 2.6, 3.5)]
+    for moment in moments:
+        proc = _tuner(recording, tmp_path / f"out-{moment}", trials=4, delay=0.2)
+        time.sleep(moment)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+        assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (moment, stderr[-3000:])
+        if proc.returncode == 0:  # it had finished
+            continue
+        assert proc.returncode == 130, (moment, proc.returncode, stderr[-3000:])
+        assert stderr.splitlines()[-1] in LAST_LINES, (moment, stderr[-3000:])
+        assert took < 1.5, (moment, took, stderr[-3000:])
+
+
+def test_before_trials_run_a_ctrl_c_quits_at_once_and_during_them_lets_the_trial_finish() -> None:
+    code = (
+        "import os, signal, sys, time\n"
+        "from tuner.interrupt import StopFlag, sigint_stops\n"
+        "flag = StopFlag()\n"
+        "with sigint_stops(flag, at_once_outside=True):\n"
+        "    if sys.argv[1] == 'trials':\n"
+        "        with flag.finishing():\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "            time.sleep(0.2)\n"
+        "        print('finished the trial', bool(flag))\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(10)\n"
+        "print('not reached')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for phase, stdout, last in (("start", "", "interrupted"), ("trials", "finished the trial True\n", None)):
+        started = time.monotonic()
+        out = subprocess.run(
+            [sys.executable, "-c", code, phase],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=_from_a_terminal,
+        )
+        assert out.returncode == 130 and out.stdout == stdout, (phase, out)
+        assert time.monotonic() - started < 8, phase
+        assert out.stderr.splitlines()[-1] == (last or "interrupted again: quitting now"), out.stderr

@@ -9,6 +9,8 @@ from results.schema import Status
 from tuner.replay import NoRecording, ReplayRunner
 from variants import BASELINE, DTYPES
 
+SMALL_KEY = "B=1,T=256,NH=14,NH_KV=2,HD=64"
+
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory) -> Path:
@@ -117,3 +119,36 @@ def test_the_bundled_recording_is_indexed_in_seconds() -> None:
     took = time.monotonic() - started
     assert sum(len(runner.recorded(s, DTYPES[d])) for s, d in runner.groups()) > 5000
     assert took < 10.0, f"indexing took {took:.1f} s"
+
+
+def test_replay_bundled_names_the_measurements_shipped_with_the_package(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """From an install `results/data` is nowhere: `--replay bundled` is, and the help and the
+    error for a directory without rows say where the bundled measurements live."""
+    from results.store import bundled_results_dir
+    from tuner.cli import main
+    from tuner.parser import build_parser
+
+    bundled = bundled_results_dir()
+    assert build_parser().parse_args(["tune", "--replay", "bundled"]).replay == bundled
+    assert build_parser().parse_args(["tune", "--replay", "./bundled"]).replay.name == "bundled"
+    assert main(["tune", "--help"]) == 0
+    assert f"or bundled, the measurements shipped with the package (in {bundled})" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for directory, says in (
+        (empty, f"no trial rows under {empty}"),
+        (tmp_path / "nowhere", "does not exist"),
+    ):
+        argv = ["--replay", str(directory), "--shape", SMALL_KEY, "--dtype", "bf16"]
+        assert main([*argv, "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and says in err, err
+        assert f"--replay bundled, the measurements shipped with the package (in {bundled})" in err
+    monkeypatch.chdir(tmp_path)  # anywhere: the bundled measurements are the package's
+    argv = ["--replay", "bundled", "--gpu", "h200", "--shape", "B=8,T=1024,NH=32,NH_KV=8,HD=128"]
+    assert main([*argv, "--dtype", "bf16", "--trials", "3", "--results", "out", "--no-progress"]) == 0
+    assert " rows in out/h200/" in capsys.readouterr().err

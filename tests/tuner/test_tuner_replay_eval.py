@@ -89,3 +89,48 @@ def test_the_warm_start_of_a_search_of_some_families_comes_from_those_families()
         c.config_key for c in group.candidates if c.family.name == "split"
     ]
     assert replay_eval.of_families([group], {"naive": None}) == []
+
+
+def test_replay_eval_logs_progress_lines_where_no_bar_can_be_drawn(recording: Path, capsys) -> None:
+    """Standard error is not a terminal here (a log, CI, nohup): lines say how far the runs
+    are, where a run of minutes used to be silent until its table."""
+    from tuner.cli import main
+
+    argv = ["replay-eval", str(recording), "--seeds", "2", "--max-trials", "30", "--samplers", "random,tpe"]
+    assert main([*argv, "--jobs", "1"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "replay-eval: 4 runs" and err[-1].startswith("replay-eval: 4/4 runs (100%) in ")
+    assert main([*argv, "--jobs", "1", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_lines_come_at_most_every_interval_and_at_the_end() -> None:
+    import io
+
+    from tuner.replay_eval_cli import ProgressLines
+
+    now = [0.0]
+    out = io.StringIO()
+    lines = ProgressLines(out, every_s=10.0, clock=lambda: now[0])
+    lines(0, 100)
+    for done in range(1, 101):
+        now[0] = done * 0.5  # a run each half second: 50 s in all
+        lines(done, 100)
+    shown = out.getvalue().splitlines()
+    assert shown[0] == "replay-eval: 100 runs"
+    assert shown[1] == "replay-eval: 20/100 runs (20%) in 10 s, about 40 s left"
+    assert shown[-1] == "replay-eval: 100/100 runs (100%) in 50 s" and len(shown) == 6
+
+
+def test_replay_eval_names_the_bundled_recording_and_says_where_it_lives(tmp_path: Path, capsys) -> None:
+    from results.store import bundled_results_dir
+    from tuner.cli import main
+    from tuner.parser import build_parser
+
+    args = build_parser().parse_args(["replay-eval", "bundled"])
+    assert args.recording == bundled_results_dir()
+    assert main(["replay-eval", str(tmp_path), "--seeds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no trial rows under {tmp_path}" in err
+    where = f"(in {bundled_results_dir()})"
+    assert f"replay-eval bundled, the measurements shipped with the package {where}" in err
