@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are kept
 sys.path.insert(0, str(ROOT))
 
-from results.header import export_table, render_header  # noqa: E402
+from results.header import export_table  # noqa: E402
+from results.header_render import render_header  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.store import load_results, read_dirs  # noqa: E402
 

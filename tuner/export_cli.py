@@ -10,7 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from results.header import ExportError, export_table, render_header
+from results.header import ExportError, export_table
+from results.header_render import render_header
 from results.index import build_index
 from results.schema import L2_COLD, L2_STATES
 from results.store import load_results, read_dirs

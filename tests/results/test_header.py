@@ -14,7 +14,8 @@ import pytest
 from trial_rows import S1, S2, SPLIT16, VEC16, WPH, trial
 
 import variants
-from results.header import ExportError, export_table, plan, render_header, segments
+from results.header import ExportError, export_table, plan, segments
+from results.header_render import render_header
 from results.index import build_index
 from results.recipe import build_recipe
 from results.selection import select
