@@ -14,14 +14,9 @@ import json
 import logging
 import math
 import os
-import re
-import socket
-import tempfile
-import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,13 +26,21 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import variants
-from results.listing import TEMP_PREFIX, list_results, resolved
+from results.listing import TEMP_PREFIX as TEMP_PREFIX  # the listing's, re-exported
+from results.listing import list_results, resolved
 from results.listing import missing_directories as missing_directories  # the listing's, re-exported
 from results.listing import result_files as result_files
 from results.listing import results_files_of as results_files_of
-from results.schema import COLUMNS, GROUP_COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
+from results.schema import GROUP_COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
 from results.validate import MAX_BANDWIDTH as MAX_BANDWIDTH  # where readers have found it
 from results.validate import validate_table
+from results.writing import RUN_ID_PATTERN as RUN_ID_PATTERN  # the writers', re-exported
+from results.writing import clean_stale_temporaries as clean_stale_temporaries
+from results.writing import temp_prefix as temp_prefix
+from results.writing import to_table as to_table
+from results.writing import write_arrow as write_arrow
+from results.writing import write_frame as write_frame
+from results.writing import write_table as write_table
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +50,6 @@ log = logging.getLogger(__name__)
 # never written: by the service, by the Python API and by the tuner's de-duplication.
 BUNDLED_RESULTS = Path(__file__).resolve().parent / "data"
 APP_NAME = "repkv-tune"
-LEGACY_TEMP_AGE_S = 3600.0  # a temporary without a writer's name, older than this, is garbage
-_HOST = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()) or "host"
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class CorruptResults(ValueError):
@@ -114,110 +114,6 @@ def read_dirs(primary: Path | None = None, *, bundled: bool = True) -> list[Path
     if bundled and resolved(bundled_results_dir()) != resolved(primary):
         dirs.append(bundled_results_dir())
     return dirs
-
-
-def write_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, directory: Path, run_id: str) -> Path:
-    """Write rows as `<directory>/<run_id>.parquet`, atomically, replacing any older copy."""
-    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    return write_arrow(to_table(frame), directory, run_id)
-
-
-def write_arrow(table: pa.Table, directory: Path, run_id: str) -> Path:
-    """Write a table of TRIAL_SCHEMA (`to_table`) as `<directory>/<run_id>.parquet`, atomically."""
-    if not RUN_ID_PATTERN.fullmatch(run_id):
-        raise ValueError(f"run id {run_id!r} must be letters, digits, '.', '_' or '-'")
-    target = Path(directory) / f"{run_id}.parquet"
-    return _replace_atomically(target, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
-
-
-def write_frame(frame: pd.DataFrame, path: Path) -> Path:
-    """Any frame (a benchmark's rows, not trial rows) as the parquet file `path`, atomically:
-    a reader, or a run killed mid-write, sees the old file or the new one."""
-    return _replace_atomically(Path(path), lambda tmp: frame.to_parquet(tmp, index=False))
-
-
-def _replace_atomically(target: Path, write: Callable[[str], object]) -> Path:
-    """`write` a temporary file beside `target` (its directory made if need be), then rename it
-    over `target`; the temporary is removed if anything fails."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=".parquet", dir=target.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are shared data
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
-def temp_prefix(pid: int | None = None) -> str:
-    return f"{TEMP_PREFIX}{os.getpid() if pid is None else pid}@{_HOST}@"
-
-
-def _writer(name: str) -> tuple[int, str] | None:
-    """(pid, host) of a temporary file's writer, from its name (None for older names)."""
-    parts = name[len(TEMP_PREFIX) :].split("@")
-    if len(parts) < 3 or not parts[0].isdigit():
-        return None
-    return int(parts[0]), parts[1]
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_stale_temporaries(directory: Path, *, now: float | None = None) -> list[Path]:
-    """Remove the temporary files under directory left by writers that died: those named
-    after a process of this host that no longer runs, and unnamed ones (older versions) more
-    than an hour old. Temporaries of other hosts and of live processes are left alone.
-    Returns what was removed."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    now = time.time() if now is None else now
-    removed = []
-    for path in directory.rglob(f"{TEMP_PREFIX}*.parquet"):
-        writer = _writer(path.name)
-        try:
-            if writer is None:
-                stale = now - path.stat().st_mtime > LEGACY_TEMP_AGE_S
-            else:
-                pid, host = writer
-                stale = host == _HOST and pid != os.getpid() and not _running(pid)
-            if stale:
-                path.unlink()
-                removed.append(path)
-        except OSError:
-            continue  # gone already, or not ours to remove
-    if removed:
-        log.info("removed %d temporary files of dead writers under %s", len(removed), directory)
-    return removed
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def to_table(frame: pd.DataFrame) -> pa.Table:
-    """Rows -> a table of exactly TRIAL_SCHEMA (missing optional columns become null)."""
-    frame = frame.copy()
-    for name in COLUMNS:
-        if name not in frame.columns:
-            frame[name] = None
-    frame["schema_version"] = SCHEMA_VERSION
-    if "timestamp" in frame:
-        frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
-    return pa.Table.from_pandas(frame[list(COLUMNS)], schema=TRIAL_SCHEMA, preserve_index=False)
 
 
 def upgrade(table: pa.Table) -> pa.Table:

@@ -17,7 +17,7 @@ import pytest
 from trial_rows import write_unchecked
 
 import variants
-from results import store
+from results import store, writing
 from results.best import winners
 from results.schema import COLUMNS, Status
 from results.store import TEMP_PREFIX, load_results, to_table, write_frame, write_table
@@ -181,7 +181,7 @@ def test_temporaries_of_dead_writers_on_this_host_are_cleaned_and_no_others(tmp_
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     dead_pid = int(dead.stdout)  # a process that has exited
-    host = store._HOST
+    host = writing._HOST
     names = {
         "dead": f"{store.temp_prefix(dead_pid)}abc.parquet",
         "mine": f"{store.temp_prefix()}def.parquet",
@@ -191,7 +191,7 @@ def test_temporaries_of_dead_writers_on_this_host_are_cleaned_and_no_others(tmp_
     }
     for name in names.values():
         (gpu / name).write_bytes(b"half a parquet file")
-    hour_ago = time.time() - 2 * store.LEGACY_TEMP_AGE_S
+    hour_ago = time.time() - 2 * writing.LEGACY_TEMP_AGE_S
     os.utime(gpu / names["old_legacy"], (hour_ago, hour_ago))
     removed = store.clean_stale_temporaries(tmp_path)
     assert sorted(p.name for p in removed) == sorted([names["dead"], names["old_legacy"]])
@@ -205,7 +205,7 @@ def test_a_temporary_names_its_writer(tmp_path: Path, monkeypatch: pytest.Monkey
     replace = os.replace
     monkeypatch.setattr(store.os, "replace", lambda a, b: (seen.append(Path(a).name), replace(a, b)))
     write_table([row()], tmp_path, "run")
-    assert seen[0].startswith(f"{TEMP_PREFIX}{os.getpid()}@{store._HOST}@")
+    assert seen[0].startswith(f"{TEMP_PREFIX}{os.getpid()}@{writing._HOST}@")
 
 
 def test_rows_that_cannot_be_trusted_are_dropped_with_why(tmp_path: Path, caplog) -> None:
