@@ -153,12 +153,12 @@ def test_a_read_only_directory_does_not_raise(tmp_path: Path) -> None:
 
 def test_a_write_refused_with_permission_denied_does_not_raise(tmp_path: Path, monkeypatch) -> None:
     """What a read-only directory answers, wherever the tests run (root writes anyway)."""
-    import results.store
+    import results.writing
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(tmp_path))
 
-    monkeypatch.setattr(results.store.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(results.writing.tempfile, "mkstemp", refuse)
     recorder = RaceRecorder(tmp_path, now=0.0)
     result = fake_race(SAMPLES)
     assert recorder.record("h200", lambda run_id: rows_of(result, run_id)) is None
