@@ -92,10 +92,17 @@ def test_without_extras_the_service_serves_the_bundled_results(install: Install,
     assert httpx.get(f"{url}/static/plotly.min.js", timeout=30).status_code == 200
 
     assert install.run(install.script("repkv-serve"), "--help").returncode == 0
+    # what only reads results runs without the tuner extra; tuning says in one line what to install
     for argv in ([install.python, "-m", "tuner", "--help"], [install.script("repkv-tune"), "--help"]):
         out = install.run(*argv)
-        assert out.returncode == 2 and out.stdout == "", out
-        assert out.stderr.count("\n") == 1 and HINT in out.stderr, out.stderr
+        assert out.returncode == 0 and "replay-eval" in out.stdout, out.stderr
+    best = install.run(install.script("repkv-tune"), "best", "--gpu", "h200")
+    assert best.returncode == 0 and "Winners in" in best.stdout, best.stdout + best.stderr
+    tune = install.run(
+        install.python, "-m", "tuner", "--replay", "bundled", "--shape", SHAPE, "--dtype", "bf16"
+    )
+    assert tune.returncode == 2 and tune.stdout == "", tune
+    assert tune.stderr.count("\n") == 1 and HINT in tune.stderr, tune.stderr
 
 
 def test_with_the_tuner_extra_the_tuner_replays_the_bundled_store(install: Install) -> None:
