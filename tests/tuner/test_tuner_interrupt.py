@@ -249,3 +249,27 @@ def test_before_trials_run_a_ctrl_c_quits_at_once_and_during_them_lets_the_trial
         assert out.returncode == 130 and out.stdout == stdout, (phase, out)
         assert time.monotonic() - started < 8, phase
         assert out.stderr.splitlines()[-1] == (last or "interrupted again: quitting now"), out.stderr
+
+
+def test_a_fleet_started_with_sigint_ignored_stops_every_worker_on_sigterm(
+    recording: Path, tmp_path: Path
+) -> None:
+    """The workers inherit the ignored SIGINT: the parent relays SIGTERM, which they heed."""
+    argv = ["--replay", str(recording), "--devices", "0,1", "--shape", SMALL, "--dtype", "bf16"]
+    argv += ["--trials", "60", "--replay-delay", "0.3", "--results", str(tmp_path / "out"), "--no-progress"]
+    argv += ["--storage", f"journal:{tmp_path / 'fleet.journal'}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tuner", *argv],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_with_sigint_ignored,
+    )
+    _wait_for_rows(proc, tmp_path / "out", 4)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and time.monotonic() - sent < 5.0, stderr[-3000:]
+    assert "fleet: exit status per device: 0: 130, 1: 130" in stderr
