@@ -37,3 +37,17 @@ def unmet(command: str) -> str | None:
         f"python -m tuner {command} needs the tuner's dependencies, and {', '.join(missing)} "
         f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_HINT}"
     )
+
+
+class NoBar:
+    """What `tuner.report.CounterBar` uses of a tqdm bar, drawing nothing: `check` needs NVRTC,
+    not the tuner extra, and runs without tqdm."""
+
+    def __init__(self, total: int | None = None, **_: object) -> None:
+        self.total, self.n = total, 0
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def close(self) -> None:
+        return None

@@ -255,7 +255,10 @@ class CounterBar:
     def __init__(
         self, enabled: bool, desc: str, unit: str, total: int | None = None, file: TextIO | None = None
     ):
-        from tqdm import tqdm
+        try:
+            from tqdm import tqdm
+        except ImportError:  # the tuner extra is not installed: no bar
+            from tuner.extra import NoBar as tqdm  # type: ignore[assignment]
 
         self._bar = tqdm(total=total, desc=desc, unit=unit, file=file or sys.stderr, disable=not enabled)
         self._lock = threading.Lock()

@@ -84,6 +84,13 @@ def test_without_the_tuner_extra_the_commands_that_read_results_run(results: Pat
     assert merge.returncode == 0 and list((tmp_path / "merged").rglob("*.parquet")), merge.stderr[-2000:]
 
 
+def test_without_the_tuner_extra_the_offline_compile_check_runs() -> None:
+    pytest.importorskip("cuda.bindings", reason="the nvrtc extra")
+    argv = ["check", "--arch", "sm_90", "--shape", SMALL, "--dtype", "bf16", "--family", "naive"]
+    out = _base_install(*argv)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stdout + out.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     "argv",
     [
