@@ -142,6 +142,22 @@ def quits_at_once(*, for_good: bool = False) -> Iterator[None]:
                 signal.signal(s, h)
 
 
+def leave_it_to_the_parent() -> None:
+    """In a worker process of this one (a process pool's): a Ctrl-C, which reaches the whole
+    process group, is for the parent to handle, and the worker ends once the parent is gone
+    (the parent may quit at once, with no time to stop its pool)."""
+    parent = os.getppid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(POLL_S * 4)
+        os._exit(EXIT_INTERRUPTED)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _ignore_stop_signals() -> None:
     for s in STOP_SIGNALS:
         with contextlib.suppress(ValueError, OSError):

@@ -29,6 +29,7 @@ from results.index import StoreIndex, TunedGroup, build_index
 from results.schema import Status
 from results.store import load_results
 from tuner.defaults import DEFAULT_SAMPLERS
+from tuner.interrupt import leave_it_to_the_parent
 from tuner.replay import ReplayRunner
 from tuner.study import StudyLoop
 from tuner.study_plan import StudyPlan
@@ -198,6 +199,11 @@ def _start_worker(runner: ReplayRunner, groups: list[Group], max_trials: int, ah
     _WORKER = (runner, groups, max_trials, ahead)
 
 
+def _start_process(runner: ReplayRunner, groups: list[Group], max_trials: int, ahead: int) -> None:
+    leave_it_to_the_parent()
+    _start_worker(runner, groups, max_trials, ahead)
+
+
 def _run_batch(batch: list[Run]) -> list[EvalResult]:
     assert _WORKER is not None, "a process runs only after _start_worker"
     runner, groups, max_trials, ahead = _WORKER
@@ -261,7 +267,7 @@ def evaluate(
         return results
     done: dict[int, list[EvalResult]] = {}
     with ProcessPoolExecutor(
-        jobs, initializer=_start_worker, initargs=(runner, groups, max_trials, ahead)
+        jobs, initializer=_start_process, initargs=(runner, groups, max_trials, ahead)
     ) as pool:
         futures = {pool.submit(_run_batch, batch): i for i, batch in enumerate(batches(runs, jobs))}
         for future in as_completed(futures):

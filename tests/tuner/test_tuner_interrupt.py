@@ -273,3 +273,42 @@ def test_a_fleet_started_with_sigint_ignored_stops_every_worker_on_sigterm(
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and time.monotonic() - sent < 5.0, stderr[-3000:]
     assert "fleet: exit status per device: 0: 130, 1: 130" in stderr
+
+
+@pytest.mark.parametrize("to_the_group", [True, False])
+def test_a_ctrl_c_during_replay_eval_leaves_one_line_and_no_worker(to_the_group: bool) -> None:
+    """A terminal's Ctrl-C reaches every process of the group, `kill -INT` the parent alone:
+    either way one line, status 130, and the pool's workers gone with the parent."""
+    argv = ["replay-eval", "bundled", "--gpu", "h200", "--seeds", "20", "--jobs", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tuner", *argv],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_from_a_terminal,
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # "replay-eval: N runs": the pool starts now
+    assert first.startswith("replay-eval: ") and first.rstrip().endswith(" runs"), first
+    time.sleep(1.0)
+    if to_the_group:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert stderr.splitlines()[-1] == "interrupted" and stderr.count("interrupted") == 1, stderr
+    assert "Traceback" not in stderr, stderr
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)  # any process of the group left?
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError("a replay-eval worker outlived its parent")
