@@ -22,6 +22,7 @@ def test_an_edge_shape_runs_and_matches_the_reference(shape, dtype) -> None:
     dout = torch.randn(B, T, 3, NH, HD, device="cuda", dtype=dtype)
     dinp = repkv_tune.repkv_backward(dout, NH_KV)
     torch.cuda.synchronize()
-    atol, rtol = (1e-5, 1e-5) if dtype == torch.float32 else (6e-2, 1.6e-2)
+    # fp32 sums nrep terms in fp32 (12,500 at 100,000 heads): its rounding grows with nrep
+    atol, rtol = (max(1e-5, 2e-7 * (NH // NH_KV)), 1e-5) if dtype == torch.float32 else (6e-2, 1.6e-2)
     expected = repkv_tune.reference_backward(dout.double(), NH_KV)
     torch.testing.assert_close(dinp.double(), expected, atol=atol, rtol=rtol)
