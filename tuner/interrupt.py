@@ -142,13 +142,30 @@ def quits_at_once(*, for_good: bool = False) -> Iterator[None]:
                 signal.signal(s, h)
 
 
+@contextlib.contextmanager
+def held_back() -> Iterator[None]:
+    """Within the block Ctrl-C and SIGTERM wait (they are acted on when it ends, never lost),
+    and the processes started in it start with them held back: a Ctrl-C meant for this one
+    cannot reach a worker that is still importing, before it could ignore it."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def leave_it_to_the_parent() -> None:
-    """In a worker process of this one (a process pool's): a Ctrl-C, which reaches the whole
-    process group, is for the parent to handle, and the worker ends once the parent is gone
-    (the parent may quit at once, with no time to stop its pool)."""
+    """In a worker process of this one (a process pool's, started in `held_back()`): a Ctrl-C,
+    which reaches the whole process group, is for the parent to handle, and the worker ends
+    once the parent is gone (the parent may quit at once, with no time to stop its pool)."""
     parent = os.getppid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     def watch() -> None:
         while os.getppid() == parent:

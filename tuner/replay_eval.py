@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import multiprocessing
 import os
 import statistics
 from collections.abc import Callable, Iterable, Mapping
@@ -29,7 +30,7 @@ from results.index import StoreIndex, TunedGroup, build_index
 from results.schema import Status
 from results.store import load_results
 from tuner.defaults import DEFAULT_SAMPLERS
-from tuner.interrupt import leave_it_to_the_parent
+from tuner.interrupt import held_back, leave_it_to_the_parent
 from tuner.replay import ReplayRunner
 from tuner.study import StudyLoop
 from tuner.study_plan import StudyPlan
@@ -267,9 +268,15 @@ def evaluate(
         return results
     done: dict[int, list[EvalResult]] = {}
     with ProcessPoolExecutor(
-        jobs, initializer=_start_process, initargs=(runner, groups, max_trials, ahead)
+        jobs,
+        # forked: a worker has the indexed recording at once, and no resource tracker (which a
+        # spawned pool needs) complains of leaked semaphores when a Ctrl-C quits the parent at once
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_process,
+        initargs=(runner, groups, max_trials, ahead),
     ) as pool:
-        futures = {pool.submit(_run_batch, batch): i for i, batch in enumerate(batches(runs, jobs))}
+        with held_back():  # the workers start (on the first submits) with Ctrl-C held back
+            futures = {pool.submit(_run_batch, batch): i for i, batch in enumerate(batches(runs, jobs))}
         for future in as_completed(futures):
             done[futures[future]] = future.result()
             if on_done is not None:
