@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: installs what the tests need, then runs pytest.
+# The whole test suite, from a fresh machine: installs what the tests need, then runs pytest on
+# every core (pytest-xdist; -n 0 runs it in one process).
 # Debian packages: PostgreSQL (fleet tests), Chromium (dashboard tests) and g++ (header test). Python packages go
-# into ./.venv. Extra arguments go to pytest (e.g. ./test.sh -m gpu on a GPU host).
+# into ./.venv, installed again only when pyproject.toml or this script changes. Extra arguments go to pytest
+# (e.g. ./test.sh -m gpu on a GPU host).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -16,10 +18,19 @@ if ((${#need[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[dev]"
 # The PyTorch operators' CPU tests and the Triton peer (interpreter mode) need torch and
 # triton: the CPU build of torch (2.13.0 is the one this CI's machines carry), any triton.
-.venv/bin/python -m pip install -q "torch==2.13.0" "triton>=3.0"
-exec .venv/bin/python -m pytest "$@"
+torch=("torch==2.13.0" "triton>=3.0")
+stamp=.venv/.test-sh-installed
+wanted="$(cat pyproject.toml "$0" | sha256sum)"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+present="import importlib.util as u, sys; sys.exit(None in map(u.find_spec, ('xdist', 'optuna', 'torch', 'triton')))"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ] || ! .venv/bin/python -c "$present"; then
+    rm -f "$stamp"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e ".[dev]"
+    .venv/bin/python -m pip install -q "${torch[@]}"
+    echo "$wanted" >"$stamp"
+fi
+# loadgroup: tests that share an expensive fixture (xdist_group, see tests/conftest.py) run in one worker.
+exec .venv/bin/python -m pytest -n auto --dist loadgroup "$@"

@@ -40,7 +40,20 @@ def _scratch_user_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         os.environ["REPKV_RESULTS_DIR"] = saved
 
 
+# Under pytest-xdist (./test.sh runs `-n auto --dist loadgroup`), the tests of each of these
+# markers run in one worker: the GPU tests one at a time on the one GPU (their timings would
+# disturb each other), the packaging tests beside the one wheel their session builds, the
+# browser tests with one Chromium.
+ONE_WORKER_MARKERS = ("gpu", "packaging", "browser")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker in ONE_WORKER_MARKERS:
+            if item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.xdist_group(marker))
+                break
     if any(item.get_closest_marker("gpu") for item in items) and not gpu_available():
         skip = pytest.mark.skip(reason="no CUDA GPU visible to CuPy")
         for item in items:
@@ -72,19 +85,29 @@ def postgres_url() -> Iterator[str]:
         if shutil.which("runuser") is None:
             pytest.skip("running as root without runuser: cannot start PostgreSQL as the postgres user")
         as_user = ["runuser", "-u", "postgres", "--"]
+    # One server per pytest-xdist worker (the session is the worker's), each in its own directory.
     base = Path(tempfile.mkdtemp(prefix="repkv-pg-"))
     if as_user:
         shutil.chown(base, "postgres")
-    data, port = base / "data", _free_port()
+    data = base / "data"
 
     def run(*cmd: str) -> None:
         subprocess.run([*as_user, *cmd], check=True, capture_output=True, timeout=120, cwd=base)
 
     try:
         run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
-        run(str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "start")
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        # a port can be taken between choosing and binding it (another worker's server): try anew
+        for attempt in range(3):
+            port = _free_port()
+            options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
+            log = base / f"log{attempt}"
+            try:
+                run(str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "start")
+                break
+            except subprocess.CalledProcessError:
+                if attempt == 2 or "already in use" not in log.read_text(errors="replace"):
+                    raise
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
         shutil.rmtree(base, ignore_errors=True)
         pytest.skip(f"could not start PostgreSQL: {getattr(exc, 'stderr', b'')!r}")
     try:

@@ -26,7 +26,24 @@ def free_port() -> int:
 @contextmanager
 def running_service(results_dir: Path) -> Iterator[str]:
     """The service serving results_dir (only: not the bundled results beside it); yields its
-    base URL once /readyz answers."""
+    base URL once /readyz answers. A port taken between choosing and binding it (by a test in
+    another pytest-xdist worker) is chosen again."""
+    for _ in range(3):
+        proc, url = _start(results_dir)
+        try:
+            ready, out = _wait_ready(proc, url)
+            if not ready and "address already in use" in out.lower():
+                continue
+            if not ready:
+                pytest.fail(f"the service did not become ready: {out[-2000:]}")
+            yield url
+            return
+        finally:
+            _stop(proc)
+    pytest.fail("the service found no free port in three tries")
+
+
+def _start(results_dir: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "REPKV_RESULTS_DIR": str(results_dir), "REPKV_BUNDLED": "false"}
     env["REPKV_RELOAD_INTERVAL"] = "0.2"
@@ -37,23 +54,29 @@ def running_service(results_dir: Path) -> Iterator[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read().decode() if proc.stdout else ""
-                pytest.fail(f"the service did not become ready: {out[-2000:]}")
-            time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _wait_ready(proc: subprocess.Popen, url: str, timeout: float = 60) -> tuple[bool, str]:
+    """(ready, the output of a service that is not); one that neither answers nor exits within
+    `timeout` is killed first, so that reading its output cannot hang."""
+    deadline = time.monotonic() + timeout
+    while True:
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return True, ""
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
+            return False, proc.stdout.read().decode() if proc.stdout else ""
+        time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
