@@ -41,19 +41,28 @@ def _scratch_user_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 # Under pytest-xdist (./test.sh runs `-n auto --dist loadgroup`), the tests of each of these
-# markers run in one worker: the GPU tests one at a time on the one GPU (their timings would
-# disturb each other), the packaging tests beside the one wheel their session builds, the
-# browser tests with one Chromium.
-ONE_WORKER_MARKERS = ("gpu", "packaging", "browser")
+# groups run in one worker: the GPU tests one at a time on the one GPU (their timings would
+# disturb each other), the packaging tests (those of the wheel) beside the one wheel their
+# session builds, the browser tests with one Chromium.
+ONE_WORKER = {"gpu": "gpu", "packaging": "packaging", "built_wheel": "packaging", "browser": "browser"}
+
+
+def _group(item: pytest.Item) -> str | None:
+    for name, group in ONE_WORKER.items():
+        if item.get_closest_marker(name) or name in getattr(item, "fixturenames", ()):
+            return group
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        for marker in ONE_WORKER_MARKERS:
-            if item.get_closest_marker(marker):
-                item.add_marker(pytest.mark.xdist_group(marker))
-                break
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    # The tests of minutes go first, so that the workers run them beside the short ones rather
+    # than alone at the end (the order is the same in every worker, as xdist needs).
+    items.sort(key=lambda item: not (item.get_closest_marker("long") or _group(item) == "packaging"))
     if any(item.get_closest_marker("gpu") for item in items) and not gpu_available():
         skip = pytest.mark.skip(reason="no CUDA GPU visible to CuPy")
         for item in items:
