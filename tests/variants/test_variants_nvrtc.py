@@ -38,11 +38,12 @@ def space_work(family_name: str, shapes: list[Shape]) -> list[tuple[Family, str]
 
 
 @pytest.mark.long
+@pytest.mark.timeout(2400)  # cold, on two busy cores
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_whole_space_compiles_without_spills(arch: str, capsys: pytest.CaptureFixture[str]) -> None:
     """`python -m tuner check --arch ...`: 17,355 kernels an arch, about 40 ms of CPU each (7-8
-    minutes on two cores), or seconds from the report cache (variants.compile_cache), whose keys
-    hold the sources, options and toolchain, so an edited template compiles again."""
+    minutes on two idle cores), or seconds from the report cache (variants.compile_cache), whose
+    keys hold the sources, options and toolchain, so an edited template compiles again."""
     args = argparse.Namespace(arch=[arch], shape=None, dtype=None, family=None)
     assert main_check(args) == 0
     out = capsys.readouterr().out
