@@ -108,10 +108,15 @@ def test_a_second_ctrl_c_quits_at_once(recording: Path, tmp_path: Path) -> None:
 
 
 def test_the_handler_restores_the_default_when_no_signal_came() -> None:
-    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    with sigint_stops(StopFlag()):
-        assert signal.getsignal(signal.SIGINT) is not before[0]
-    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    inherited = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal, even under nohup
+    try:
+        before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        with sigint_stops(StopFlag()):
+            assert signal.getsignal(signal.SIGINT) is not before[0]
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 def _wait_for(flag: StopFlag) -> None:
