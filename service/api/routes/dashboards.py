@@ -168,14 +168,16 @@ def overview(index: IndexDep, gpu: GpuQuery = None, dtype: DTypeFilter = None) -
     body = pages.pickers(
         _gpu_picker(index, gpu, lambda g: pages.overview_url(g, dtype), everything="all GPUs"),
         pages.picker("dtype", [("all dtypes", pages.overview_url(gpu, None), dtype is None), *dtypes]),
-    ) + (
+    )
+    compare = len(index.by_gpu) > 1
+    # the note goes under the charts, so that the board of winners stays above the fold
+    after = (
         '<p class="note">Times are medians of the winning trial; "time / copy" divides by a '
         "device-to-device copy of the same bytes timed in the same process. "
         f"{COPY_NOTE} Every winner links to its launch recipe (GET /best) and its kernel source in "
-        "the table below.</p>"
+        "the table below.</p><h2>Winners</h2>"
+        + pages.overview_table(table.reset_index(drop=True), compare=compare)
     )
-    compare = len(index.by_gpu) > 1
-    after = "<h2>Winners</h2>" + pages.overview_table(table.reset_index(drop=True), compare=compare)
     fed = data.overview(index.frame, L2_FED)
     if gpu is not None:
         fed = fed[fed["gpu"] == gpu]
