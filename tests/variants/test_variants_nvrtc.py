@@ -114,6 +114,23 @@ def test_a_second_compile_reads_the_report_cache_and_compiles_nothing(monkeypatc
     assert [e for p in compiled for e in p.expressions] == list(dict.fromkeys(e for _, e in work))
 
 
+def test_check_reads_the_report_cache_unless_told_not_to(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("REPKV_NVRTC_CACHE", str(tmp_path / "reports.sqlite3"))
+    shape = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
+
+    def check(**flags) -> str:
+        args = argparse.Namespace(arch=["sm_90"], shape=[shape], dtype=None, family=["naive"], **flags)
+        assert main_check(args) == 0
+        return capsys.readouterr().out
+
+    assert "from the report cache" not in check()
+    again = check()
+    assert "sm_90: 3 kernels in" in again and "(3 from the report cache)" in again
+    assert "from the report cache" not in check(no_cache=True)
+
+
 def global_memory_ops(family_name: str, dtype: str, config: Config, shape: Shape = SEED) -> set[str]:
     family = FAMILIES[family_name]
     expression = family.name_expression(shape, DTYPES[dtype], config)
