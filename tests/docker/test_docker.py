@@ -149,6 +149,10 @@ def test_the_service_image_command_serves_and_its_healthcheck_passes(tmp_path: P
         check = [a.replace("8000", port) for a in _exec_form("Dockerfile.service", "HEALTHCHECK")]
         assert check[0] == "python"
         assert subprocess.run([sys.executable, *check[1:]], timeout=30).returncode == 0
+        # healthz says the process answers; /best waits for the store (503 while it loads)
+        while httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code != 200:
+            assert proc.poll() is None and time.monotonic() < deadline + 60, "the store never became ready"
+            time.sleep(0.2)
         best = httpx.get(
             f"http://127.0.0.1:{port}/best", params={"B": 1, "T": 256, "NH": 14, "NH_KV": 2, "HD": 64}
         )
