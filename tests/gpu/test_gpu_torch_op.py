@@ -10,10 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from repkv_tune import ops as torch_op  # noqa: E402
+from repkv_tune import race as op_race  # noqa: E402
+from repkv_tune.ops import reference_backward, repkv, repkv_backward, served  # noqa: E402
 from results.schema import COPY_FASTEST  # noqa: E402
 from results.store import load_results  # noqa: E402
-from repkv_tune import ops as torch_op, race as op_race  # noqa: E402
-from repkv_tune.ops import reference_backward, repkv, repkv_backward, served  # noqa: E402
 from tuner.gpus import default_label  # noqa: E402
 from tuner.race import RACE_MARGIN  # noqa: E402
 
