@@ -7,6 +7,7 @@ Answering a request then only walks small Python lists.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -83,13 +84,20 @@ class TunedGroup:
     def best(self) -> Candidate:
         return self.candidates[0]
 
-    def time_of(self, config_key: str) -> float | None:
-        """The configuration's time here, where it was timed as the group's best was (with the
-        same hold: times taken otherwise are not comparable); None otherwise."""
+    @functools.cached_property
+    def comparable_times(self) -> dict[str, float]:
+        """config key -> time here, for the configurations timed as the group's best was (with
+        the same hold: times taken otherwise are not comparable). Built once per group."""
+        hold = self.best.hold_us
+        times: dict[str, float] = {}
         for candidate in self.candidates:
-            if candidate.config_key == config_key:
-                return candidate.time_ms if candidate.hold_us == self.best.hold_us else None
-        return None
+            if candidate.hold_us == hold:
+                times.setdefault(candidate.config_key, candidate.time_ms)
+        return times
+
+    def time_of(self, config_key: str) -> float | None:
+        """The configuration's time here (`comparable_times`); None where it has none."""
+        return self.comparable_times.get(config_key)
 
 
 @dataclass(frozen=True)

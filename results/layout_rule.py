@@ -68,26 +68,6 @@ def neighbours(groups: Iterable[TunedGroup], shape: Shape, dtype: DType) -> list
     return near[:NEIGHBOURS]
 
 
-_TIMES: dict[int, tuple[TunedGroup, dict[str, float]]] = {}
-
-
-def _times(group: TunedGroup) -> dict[str, float]:
-    """config key -> time at the group, for configurations timed as its best was; kept per
-    group (an index's groups never change; the group is held so its id stays its own)."""
-    found = _TIMES.get(id(group))
-    if found is not None and found[0] is group:
-        return found[1]
-    hold = group.best.hold_us
-    times: dict[str, float] = {}
-    for c in group.candidates:
-        if c.hold_us == hold:
-            times.setdefault(c.config_key, c.time_ms)
-    if len(_TIMES) > 4096:  # a few indexes' worth; a reload starts afresh
-        _TIMES.clear()
-    _TIMES[id(group)] = (group, times)
-    return times
-
-
 def rank(
     groups: Iterable[TunedGroup],
     shape: Shape,
@@ -99,7 +79,7 @@ def rank(
     near = neighbours(groups, shape, dtype)
     if not near:
         return []
-    timed = [(2.0**-d, g, _times(g)) for d, g in near]
+    timed = [(2.0**-d, g, g.comparable_times) for d, g in near]
     total = sum(w for w, _, _ in timed)
     proposed: dict[str, Candidate] = {}
     for _, group, _ in timed:
