@@ -34,13 +34,14 @@ from results.recipe import GRID_LIMIT
 from results.schema import L2_COLD
 from results.selection import Choice, serving, source_gpus
 from variants import DType, Family, GridTerm, Shape
+from variants.errors import RepkvTuneError
 from variants.family import grid_size
 
 # B*T past which no row is asked about: far beyond any memory (2^40 tokens).
 MAX_TOKENS = 2**40
 
 
-class ExportError(ValueError):
+class ExportError(RepkvTuneError, ValueError):
     """Nothing to export for what was asked (the message says what is available)."""
 
 

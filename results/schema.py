@@ -11,6 +11,8 @@ from typing import Literal, get_args
 import pandas as pd
 import pyarrow as pa
 
+from variants.errors import RepkvTuneError
+
 SCHEMA_VERSION = 1
 
 
@@ -50,7 +52,7 @@ GPU_LABEL_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 GPU_LABEL_RULE = "1-64 lower-case letters, digits, '.', '_' or '-', the first a letter or digit"
 
 
-class InvalidGpuLabel(ValueError):
+class InvalidGpuLabel(RepkvTuneError, ValueError):
     """A label that cannot be a directory name."""
 
 

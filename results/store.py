@@ -41,6 +41,7 @@ from results.writing import to_table as to_table
 from results.writing import write_arrow as write_arrow
 from results.writing import write_frame as write_frame
 from results.writing import write_table as write_table
+from variants.errors import RepkvTuneError
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ BUNDLED_RESULTS = Path(__file__).resolve().parent / "data"
 APP_NAME = "repkv-tune"
 
 
-class CorruptResults(ValueError):
+class CorruptResults(RepkvTuneError, ValueError):
     """A results file that cannot be read as trial rows."""
 
 

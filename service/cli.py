@@ -12,9 +12,10 @@ from pydantic import ValidationError
 
 from results.store import platform_results_dir
 from service.settings import Settings
+from variants.errors import RepkvTuneError
 
 
-class UsageError(Exception):
+class UsageError(RepkvTuneError):
     pass
 
 

@@ -69,7 +69,9 @@ def _wait_ready(proc: subprocess.Popen, url: str, timeout: float = 60) -> tuple[
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            return False, proc.stdout.read().decode() if proc.stdout else ""
+            out = proc.stdout.read().decode() if proc.stdout else ""
+            proc.wait()  # its output ends before the kernel has reaped it: wait, so poll() sees the exit
+            return False, out
         time.sleep(0.1)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tuner.presets import DEFAULT_BATCH, DEFAULT_SEQ, DEFAULT_SHAPES, UnknownModel, model_shapes
 from variants import DTYPES, InvalidShape, Shape
+from variants.errors import RepkvTuneError
 
 SEED_MAX = 2**32 - 1  # NumPy's generators, which Optuna's samplers seed, take 0 .. 2^32-1
 HOUR_S = 3600.0  # the longest --trial-timeout, --heartbeat and --replay-delay
@@ -33,7 +34,7 @@ _SHAPE_FIELDS = ("B", "T", "NH", "NH_KV", "HD")
 NO_BUNDLED_HELP = "read the results directory alone, not the results bundled with the package beside it"
 
 
-class UsageError(Exception):
+class UsageError(RepkvTuneError):
     """A mistake in the command line: the message says what to do."""
 
 

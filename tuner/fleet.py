@@ -32,12 +32,13 @@ from pathlib import Path
 
 from tuner.gpus import default_label
 from tuner.interrupt import EXIT_INTERRUPTED, StopFlag, sigint_stops
+from variants.errors import RepkvTuneError
 
 PARENT_ENV = "REPKV_FLEET_PARENT"  # a child's parent pid: the child stops when it changes
 DEVICE_ENV = "REPKV_FLEET_DEVICE"  # the device a child measures on, as the parent numbers it
 
 
-class FleetError(ValueError):
+class FleetError(RepkvTuneError, ValueError):
     """A --devices request that cannot run: the message says what to do."""
 
 

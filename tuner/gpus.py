@@ -10,6 +10,7 @@ import argparse
 import re
 
 from results.schema import InvalidGpuLabel, check_gpu_label
+from variants.errors import RepkvTuneError
 
 # Words that say who made the card or which line it belongs to, not which chip it is.
 _VENDOR_WORDS = {"nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct"}
@@ -17,7 +18,7 @@ _VENDOR_WORDS = {"nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "insti
 _LINE_WORDS = {"rtx", "gtx", "titan"}
 
 
-class GpuLabelMismatch(ValueError):
+class GpuLabelMismatch(RepkvTuneError, ValueError):
     """A label that does not name the device present."""
 
 

@@ -94,7 +94,7 @@ class StopFlag:
         return self._set
 
 
-class TrialInterrupted(Exception):
+class TrialInterrupted(Exception):  # control flow, not an error: never caught as RepkvTuneError
     """Raised by a runner whose measurement was cut short by a stop request: the trial ends
     without a row (nothing was measured) and the run stops."""
 

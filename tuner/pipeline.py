@@ -46,11 +46,12 @@ from tuner.study import HEARTBEAT_S, StudyLoop
 from tuner.study_plan import ProgressHook, StudyOutcome, StudyPlan, default_study_name
 from tuner.warm_start import WARM_START_SIZE, index_of, with_warm_start
 from variants import DTYPES, FAMILIES, Family, Shape, families_for
+from variants.errors import RepkvTuneError
 
 log = logging.getLogger(__name__)
 
 
-class TuneError(ValueError):
+class TuneError(RepkvTuneError, ValueError):
     """A request that cannot run: the message says what to do."""
 
 

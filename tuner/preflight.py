@@ -11,6 +11,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from variants.errors import RepkvTuneError
+
 CONNECT_TIMEOUT_S = 5  # one attempt to reach a database server
 STORAGE_HINT = (
     "use journal:FILE (the processes of one host), postgresql://USER@HOST/DB (several hosts), "
@@ -23,7 +25,7 @@ CUDA_HINT = (
 )
 
 
-class PreflightError(ValueError):
+class PreflightError(RepkvTuneError, ValueError):
     """A check before the run failed: the message says what to do."""
 
 

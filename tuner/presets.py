@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from variants import Shape
+from variants.errors import RepkvTuneError
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ DEFAULT_SHAPES: tuple[Shape, ...] = (
 )
 
 
-class UnknownModel(ValueError):
+class UnknownModel(RepkvTuneError, ValueError):
     """A model name outside MODELS."""
 
 

@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from variants.errors import RepkvTuneError
+
 log = logging.getLogger(__name__)
 
 # How much faster than an earlier candidate a later one must be to replace it: above the
@@ -30,7 +32,7 @@ RACE_MARGIN = 0.01
 C = TypeVar("C")
 
 
-class NoSamples(ValueError):
+class NoSamples(RepkvTuneError, ValueError):
     """A timing callable returned no finite, non-negative sample."""
 
 

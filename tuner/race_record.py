@@ -31,6 +31,7 @@ from tuner.race import RaceResult, Timed
 from tuner.rows import StudyInfo, trial_row, utc_stamp
 from tuner.runner import GpuIdentity, Measurement
 from variants import Config, DType, Shape
+from variants.errors import RepkvTuneError
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ C = TypeVar("C")
 Row = dict[str, Any]
 
 
-class WrongResult(RuntimeError):
+class WrongResult(RepkvTuneError, RuntimeError):
     """A candidate's output failed validation against the reference: it must not be served,
     and its row says wrong_result."""
 

@@ -27,11 +27,12 @@ from tuner.arguments import directory
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, GroupKey, Measurement, Runner
 from variants import FAMILIES, Config, DType, Family, Shape
+from variants.errors import RepkvTuneError
 
 BUNDLED = "bundled"  # names the measurements shipped with the package, wherever it is installed
 
 
-class NoRecording(ValueError):
+class NoRecording(RepkvTuneError, ValueError):
     """The recording holds nothing for what was asked."""
 
 

@@ -11,6 +11,8 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from variants.errors import RepkvTuneError
+
 if TYPE_CHECKING:  # Optuna is imported when a sampler is made: the names are offered without it
     from optuna.samplers import BaseSampler
 
@@ -19,7 +21,7 @@ if TYPE_CHECKING:  # Optuna is imported when a sampler is made: the names are of
 TPE_STARTUP_TRIALS = 5
 
 
-class UnavailableSampler(ValueError):
+class UnavailableSampler(RepkvTuneError, ValueError):
     """A sampler whose optional dependencies are not installed, or an unknown name."""
 
 

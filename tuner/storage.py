@@ -34,13 +34,14 @@ import sqlalchemy.exc
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
 
 from tuner.journal import journal_storage
+from variants.errors import RepkvTuneError
 
 HEARTBEAT_INTERVAL_S = 30
 MAX_RETRY = 3
 CREATE_ATTEMPTS = 5
 
 
-class InvalidStorage(ValueError):
+class InvalidStorage(RepkvTuneError, ValueError):
     """A storage URL this tuner cannot open."""
 
 

@@ -1,4 +1,5 @@
-"""Kernel variants of repkv backward: one `.cu` template and one descriptor per family.
+"""The ops tuned (`OPS`: each an `Op`, variants/op.py) and their kernel variants: one `.cu`
+template and one descriptor per family.
 
 Importing this package never imports cupy: the descriptors are plain Python. The code that
 touches the device is `tuner/gpu/` (`repkv_tune` calls a tuned kernel from PyTorch).
@@ -6,8 +7,8 @@ touches the device is `tuner/gpu/` (`repkv_tune` calls a tuned kernel from PyTor
 
 from __future__ import annotations
 
-from variants import bulk, flat, gather, naive, split, tile, vec, warp_per_head
 from variants.dtypes import DTYPES, DType, UnknownDType, get_dtype
+from variants.errors import RepkvTuneError
 from variants.family import (
     KERNEL_ARGUMENTS,
     Config,
@@ -17,17 +18,27 @@ from variants.family import (
     Launch,
     Param,
 )
+from variants.op import Op, Operand, UnknownOp
+from variants.repkv_backward import OP as REPKV_BACKWARD
 from variants.shape import InvalidShape, Shape
 
-FAMILIES: dict[str, Family] = {
-    module.FAMILY.name: module.FAMILY
-    for module in (naive, gather, vec, warp_per_head, split, tile, bulk, flat)
-}
+# Every op tuned, by name. A new op: its module (an `Op` and its families), then one line here.
+OPS: dict[str, Op] = {op.name: op for op in (REPKV_BACKWARD,)}
+DEFAULT_OP = REPKV_BACKWARD.name
 
-BASELINE = Config.of("naive", **naive.BASELINE_PARAMS)
+# repkv backward's families and baseline (the default op's: what callers that name no op use)
+FAMILIES: dict[str, Family] = dict(REPKV_BACKWARD.families)
+BASELINE = REPKV_BACKWARD.baseline
 
 
-class UnknownFamily(ValueError):
+def get_op(name: str | None = None) -> Op:
+    """The op of that name (default: repkv_backward); UnknownOp listing the known ones."""
+    from variants.op import get_op as lookup
+
+    return lookup(DEFAULT_OP if name is None else name, OPS)
+
+
+class UnknownFamily(RepkvTuneError, ValueError):
     """A family name outside FAMILIES."""
 
 
@@ -72,9 +83,11 @@ def valid_configs(shape: Shape, dtype: DType, families: dict[str, Family] | None
 
 __all__ = [
     "BASELINE",
+    "DEFAULT_OP",
     "DTYPES",
     "FAMILIES",
     "KERNEL_ARGUMENTS",
+    "OPS",
     "Config",
     "DType",
     "Family",
@@ -82,13 +95,17 @@ __all__ = [
     "InvalidConfig",
     "InvalidShape",
     "Launch",
+    "Op",
+    "Operand",
     "Param",
     "Shape",
     "UnknownDType",
     "UnknownFamily",
+    "UnknownOp",
     "families_for",
     "get_dtype",
     "get_family",
+    "get_op",
     "runs_on",
     "valid_configs",
 ]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from variants.errors import RepkvTuneError
 
-class UnknownDType(ValueError):
+
+class UnknownDType(RepkvTuneError, ValueError):
     """A dtype name outside DTYPES."""
 
 

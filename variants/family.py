@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from variants.dtypes import DType
+from variants.errors import RepkvTuneError
 from variants.shape import INT32_MAX, Shape
 
 HERE = Path(__file__).resolve().parent
@@ -31,7 +32,7 @@ LOAD_HINTS = ("plain", "ldg", "ldcs")  # template code 0, 1, 2
 STORE_HINTS = ("plain", "stcs")  # template code 0, 1
 
 
-class InvalidConfig(ValueError):
+class InvalidConfig(RepkvTuneError, ValueError):
     """A configuration outside its family's space, or one its constraints reject."""
 
 
@@ -111,8 +112,9 @@ class Family(abc.ABC):
 
     What a family writes (the hooks; `p` is a checked parameter mapping, name -> value):
 
-    - class attributes `name` (the template is `variants/<name>.cu`, the kernel
-      `repkv_<name>`), `doc` (one line) and `params` (its `Param`s, the space's axes);
+    - class attributes `name` (the template is `<template_dir>/<name>.cu`, by default
+      `variants/<name>.cu`, the kernel `<kernel_prefix>_<name>`, by default `repkv_<name>`),
+      `doc` (one line) and `params` (its `Param`s, the space's axes);
     - `template_args(shape, dtype, p)`: the template arguments, in order (abstract);
     - `launch(shape, dtype, p, sm_count)`: the grid and block (abstract);
     - `reject(shape, dtype, p)`: why the family cannot serve (shape, dtype) with p, or
@@ -143,6 +145,9 @@ class Family(abc.ABC):
     doc: str
     params: tuple[Param, ...]
     min_compute_capability: int = 0
+    # the kernel is `<kernel_prefix>_<name>`, its template `<template_dir>/<name>.cu`
+    kernel_prefix: str = "repkv"
+    template_dir: Path = HERE
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A concrete family must declare its class attributes (abstract ones may leave them)."""
@@ -172,12 +177,12 @@ class Family(abc.ABC):
 
     @property
     def template_path(self) -> Path:
-        return HERE / f"{self.name}.cu"
+        return self.template_dir / f"{self.name}.cu"
 
     # --- derived ----------------------------------------------------------------------
     @property
     def kernel(self) -> str:
-        return f"repkv_{self.name}"
+        return f"{self.kernel_prefix}_{self.name}"
 
     @cached_property
     def source(self) -> str:

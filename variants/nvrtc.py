@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from variants.compile_cache import ReportCache, default_cache
+from variants.errors import RepkvTuneError
 from variants.family import Family
 
 # The most name expressions in one NVRTC program: the header is parsed once per program (about
@@ -29,7 +30,7 @@ from variants.family import Family
 CHUNK = 32
 
 
-class NvrtcUnavailable(RuntimeError):
+class NvrtcUnavailable(RepkvTuneError, RuntimeError):
     """cuda-bindings, NVRTC or the CUDA headers are not installed."""
 
 

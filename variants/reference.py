@@ -1,4 +1,5 @@
-"""The reference repkv backward and the validator every kernel run goes through.
+"""The reference repkv backward, the dtype codecs, and the validator every kernel run of any op
+goes through.
 
 Both are written against an array module `xp` (numpy, or cupy for a float64 reference on the
 GPU), so the same code checks small shapes on the CPU and large ones on the device.
@@ -7,12 +8,15 @@ GPU), so the same code checks small shapes on the CPU and large ones on the devi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from variants.dtypes import DType
 from variants.shape import Shape
+
+if TYPE_CHECKING:
+    from variants.op import Op, Operand
 
 MAX_REPORTED = 10
 
@@ -51,28 +55,47 @@ def nan_bits(dtype: DType) -> int:
     return {"fp32": 0x7FC00000, "fp16": 0x7E00, "bf16": 0x7FC0}[dtype.name]
 
 
-def random_input(shape: Shape, dtype: DType, xp: Any = np, seed: int | None = None) -> Any:
-    """Fresh standard-normal dout in dtype's storage (never zeros)."""
+def random_values(numel: int, dtype: DType, xp: Any = np, seed: int | None = None) -> Any:
+    """`numel` fresh standard-normal values in dtype's storage (never zeros)."""
     if xp is np:
-        values = np.random.default_rng(seed).standard_normal(shape.dout_numel, dtype=np.float32)
+        values = np.random.default_rng(seed).standard_normal(numel, dtype=np.float32)
     else:
-        values = xp.random.RandomState(seed).standard_normal(shape.dout_numel, dtype=xp.float32)
+        values = xp.random.RandomState(seed).standard_normal(numel, dtype=xp.float32)
     return encode(values, dtype, xp)
+
+
+def random_input(shape: Shape, dtype: DType, xp: Any = np, seed: int | None = None) -> Any:
+    """Fresh standard-normal dout of repkv backward in dtype's storage (never zeros)."""
+    return random_values(shape.dout_numel, dtype, xp, seed)
+
+
+def op_inputs(op: Op, shape: Shape, dtype: DType, xp: Any = np, seed: int | None = None) -> tuple[Any, ...]:
+    """The op's inputs in dtype's storage: standard-normal values, and the fixed ones
+    (freqs_cis) as the op defines them."""
+    made = []
+    for i, operand in enumerate(op.inputs):
+        fixed = op.fixed_inputs.get(operand.name)
+        if fixed is not None:
+            made.append(encode(xp.asarray(fixed(shape, xp), dtype=xp.float32).ravel(), dtype, xp))
+        else:
+            made.append(random_values(operand.numel(shape), dtype, xp, None if seed is None else seed + i))
+    return tuple(made)
 
 
 @dataclass(frozen=True)
 class Mismatch:
-    index: int  # flat index into dinp
+    index: int  # flat index into the output
     b: int
     t: int
-    head: int  # dinp head: < NH query, then NH_KV key, then NH_KV value heads
+    head: int  # the output's head within its token (dinp: < NH query, then NH_KV key, NH_KV value)
     d: int
     expected: float
     got: float
+    tensor: str = "dinp"
 
     def __str__(self) -> str:
         return (
-            f"dinp[b={self.b},t={self.t},head={self.head},d={self.d}]: "
+            f"{self.tensor}[b={self.b},t={self.t},head={self.head},d={self.d}]: "
             f"expected {self.expected:.6g}, got {self.got:.6g}"
         )
 
@@ -97,66 +120,111 @@ class Validation:
         return f"{self.bad} of {self.checked} elements wrong ({tol}): {lines}"
 
 
-def decode_index(index: int, shape: Shape) -> tuple[int, int, int, int]:
-    """Flat dinp index -> (b, t, head, d)."""
+def decode_index(index: int, shape: Shape, heads: int | None = None) -> tuple[int, int, int, int]:
+    """Flat output index -> (b, t, head, d), for an output of `heads` heads of HD a token
+    (default: dinp's NH + 2*NH_KV)."""
+    heads = shape.heads_in if heads is None else heads
     d = index % shape.HD
     rest = index // shape.HD
-    head = rest % shape.heads_in
-    rest //= shape.heads_in
+    head = rest % heads
+    rest //= heads
     return rest // shape.T, rest % shape.T, head, d
 
 
 def validate(
-    got: Any, expected: Any, shape: Shape, dtype: DType, max_abs_input: float, xp: Any = np
+    got: Any,
+    expected: Any,
+    shape: Shape,
+    dtype: DType,
+    max_abs_input: float,
+    xp: Any = np,
+    op: Op | None = None,
 ) -> Validation:
     """NaN-aware comparison of every element: NaN, infinity or stale poison never passes."""
+    op = op or _default_op()
     got = xp.asarray(got, dtype=xp.float64).ravel()
     expected = xp.asarray(expected, dtype=xp.float64).ravel()
     if got.size != expected.size:
         raise ValueError(f"got {got.size} elements, expected {expected.size}")
-    atol, rtol = dtype.tolerance(shape.nrep, max_abs_input)
+    atol, rtol = op.tolerance(dtype, shape, max_abs_input)
     within = xp.abs(got - expected) <= atol + rtol * xp.abs(expected)  # False wherever NaN
     bad_mask = ~within
     bad = int(bad_mask.sum())
     first: list[Mismatch] = []
     if bad:
+        heads = _heads(op, shape)
         where = xp.nonzero(bad_mask)[0][:MAX_REPORTED]
         where_host = [int(i) for i in (where.get() if hasattr(where, "get") else where)]
         for i in where_host:
-            b, t, head, d = decode_index(i, shape)
-            first.append(Mismatch(i, b, t, head, d, float(expected[i]), float(got[i])))
+            b, t, head, d = decode_index(i, shape, heads)
+            first.append(Mismatch(i, b, t, head, d, float(expected[i]), float(got[i]), op.output.name))
     return Validation(checked=int(got.size), bad=bad, atol=atol, rtol=rtol, first=first)
 
 
 def validate_output(
-    dinp: Any, dout: Any, shape: Shape, dtype: DType, xp: Any = np, chunk_elements: int = 2**26
+    out: Any,
+    inputs: Any,
+    shape: Shape,
+    dtype: DType,
+    xp: Any = np,
+    chunk_elements: int = 2**26,
+    op: Op | None = None,
 ) -> Validation:
-    """Check a kernel's dinp (storage array) against the float64 reference of dout (storage),
-    token chunk by token chunk so a shape of billions of elements needs little extra memory."""
-    token_elements = 3 * shape.NH * shape.HD
-    per_chunk = max(1, chunk_elements // token_elements)
-    dout_rows = dout.reshape(shape.tokens, token_elements)
-    dinp_rows = dinp.reshape(shape.tokens, shape.heads_in * shape.HD)
+    """Check a kernel's output (storage array) against the op's float64 reference of its
+    inputs (storage arrays, one per `op.inputs`; one array alone for a one-input op), token
+    chunk by token chunk so a shape of billions of elements needs little extra memory."""
+    op = op or _default_op()
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    if len(inputs) != len(op.inputs):
+        raise ValueError(f"{op.name} takes {len(op.inputs)} inputs, got {len(inputs)}")
+    out_token = op.output.token_elements(shape)  # type: ignore[misc]
+    per_chunk = max(1, chunk_elements // max(out_token, *(_token_elements(o, shape) for o in op.inputs)))
+    rows = [
+        x.reshape(shape.tokens, _token_elements(o, shape)) if o.token_major else x
+        for o, x in zip(op.inputs, inputs, strict=True)
+    ]
+    whole = [None if o.token_major else decode(x, dtype, xp) for o, x in zip(op.inputs, rows, strict=True)]
+    out_rows = out.reshape(shape.tokens, out_token)
+    heads = _heads(op, shape)
     checked = bad = 0
     first: list[Mismatch] = []
     atol = rtol = 0.0
     for start in range(0, shape.tokens, per_chunk):
         stop = min(start + per_chunk, shape.tokens)
         part = Shape(1, stop - start, shape.NH, shape.NH_KV, shape.HD)
-        values = decode(dout_rows[start:stop], dtype, xp)
+        values = [
+            decode(x[start:stop], dtype, xp) if w is None else w for x, w in zip(rows, whole, strict=True)
+        ]
+        positions = xp.arange(start, stop) % shape.T
+        largest = max(float(xp.abs(v).max()) for v in values)
         result = validate(
-            decode(dinp_rows[start:stop], dtype, xp),
-            reference(values, part, xp),
+            decode(out_rows[start:stop], dtype, xp),
+            op.reference(values, part, positions, xp),
             part,
             dtype,
-            float(xp.abs(values).max()),
+            largest,
             xp,
+            op,
         )
         checked += result.checked
         bad += result.bad
         atol, rtol = max(atol, result.atol), result.rtol
-        offset = start * shape.heads_in * shape.HD
+        offset = start * out_token
         for m in result.first[: MAX_REPORTED - len(first)]:
             index = m.index + offset
-            first.append(Mismatch(index, *decode_index(index, shape), m.expected, m.got))
+            first.append(Mismatch(index, *decode_index(index, shape, heads), m.expected, m.got, m.tensor))
     return Validation(checked=checked, bad=bad, atol=atol, rtol=rtol, first=first)
+
+
+def _token_elements(operand: Operand, shape: Shape) -> int:
+    return operand.token_elements(shape) if operand.token_elements is not None else 1
+
+
+def _heads(op: Op, shape: Shape) -> int:
+    return op.output.token_elements(shape) // shape.HD  # type: ignore[misc]
+
+
+def _default_op() -> Op:
+    from variants.repkv_backward import OP
+
+    return OP

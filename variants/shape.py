@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from variants.dtypes import DType
+from variants.errors import RepkvTuneError
 
 INT32_MAX = 2**31 - 1
 # Largest size accepted for any one dimension.
@@ -39,7 +40,7 @@ MAX_ELEMENTS = GENERIC_BLOCK * INT32_MAX
 _FIELDS = ("B", "T", "NH", "NH_KV", "HD")
 
 
-class InvalidShape(ValueError):
+class InvalidShape(RepkvTuneError, ValueError):
     """A shape that no kernel can serve (the message says which rule it breaks, `field` which
     dimension the rule names first)."""
 

@@ -9,6 +9,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
 from service.api.models import ErrorBody
+from variants.errors import RepkvTuneError
 
 MAX_AVAILABLE = 200  # names listed in a 404 at most
 
@@ -18,14 +19,14 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-class NotFound(Exception):
+class NotFound(RepkvTuneError):
     def __init__(self, detail: str, available: Iterable[str] = ()) -> None:
         super().__init__(detail)
         self.detail = detail
         self.available = list(available)[:MAX_AVAILABLE]
 
 
-class NotReady(Exception):
+class NotReady(RepkvTuneError):
     pass
 
 

@@ -28,6 +28,8 @@ PUBLIC_API = {
     "grid_terms",
     "min_compute_capability",
     "template_path",
+    "kernel_prefix",
+    "template_dir",
     # derived
     "kernel",
     "source",

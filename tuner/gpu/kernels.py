@@ -11,9 +11,10 @@ import cupy as cp
 import numpy as np
 
 from variants import Config, DType, Family, Shape
+from variants.errors import RepkvTuneError
 
 
-class CompileError(RuntimeError):
+class CompileError(RepkvTuneError, RuntimeError):
     """NVRTC rejected the kernel; the message holds the compiler's log."""
 
 

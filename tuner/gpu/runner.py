@@ -25,15 +25,16 @@ from results.schema import DEFAULT_HOLD_US, L2_COLD, Status
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, Measurement, Runner, Work
 from variants import Config, DType, Family, Shape
+from variants.errors import RepkvTuneError
 
 POLL_S = 0.1
 
 
-class WorkerFailed(RuntimeError):
+class WorkerFailed(RepkvTuneError, RuntimeError):
     """The worker could not start or answered with an internal error."""
 
 
-class GpuBusy(RuntimeError):
+class GpuBusy(RepkvTuneError, RuntimeError):
     """Another process measures on this GPU."""
 
 

@@ -15,6 +15,7 @@ from tuner.gpu.kernels import CompileError, Kernels
 from tuner.gpu.timing import L2Flusher, Timing, empty_launch, time_device_copy, time_launches
 from tuner.runner import GpuIdentity, Measurement
 from variants import DTYPES, FAMILIES, Config, DType, Family, InvalidConfig, Shape
+from variants.errors import RepkvTuneError
 from variants.reference import Validation, nan_bits, random_input, validate_output
 
 # Errors after which the CUDA context is unusable: the worker must die and be replaced.
@@ -37,7 +38,7 @@ STICKY_ERRORS = (
 )
 
 
-class StickyCudaError(RuntimeError):
+class StickyCudaError(RepkvTuneError, RuntimeError):
     """The context is poisoned; the measurement says what happened."""
 
     def __init__(self, measurement: Measurement):

@@ -1,0 +1,96 @@
+"""The op as data: what one kernel being tuned reads, writes, moves and must compute.
+
+An `Op` is everything the store, the tuner, the service, the header export and the PyTorch op
+need to know about a kernel beyond its families: its tensors as functions of the shape, the
+bytes it moves (for the copy ratio and bandwidth), its float64 reference, its tolerance, its
+llm.c baseline and its families. Every op shares the shape (B, T, NH, NH_KV, HD) and the
+dtypes; a kernel takes `(T* out, const T* in..., int B, int T, int NH, int NH_KV, int HD)`.
+
+A new op is one module that builds an `Op` (its families beside it) and one line in
+`variants.OPS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from variants.dtypes import DType
+from variants.errors import RepkvTuneError
+from variants.family import Config, Family
+from variants.shape import Shape
+
+# (inputs in float64, one per `Op.inputs`, token-major ones sliced to the tokens at hand;
+# the shape of those tokens as one sequence; the position of each token in its sequence;
+# the array module) -> the output in float64, token-major
+Reference = Callable[[Sequence[Any], Shape, Any, Any], Any]
+# (dtype, shape, largest |input|) -> (atol, rtol)
+Tolerance = Callable[[DType, Shape, float], tuple[float, float]]
+
+
+class UnknownOp(RepkvTuneError, ValueError):
+    """An op name outside variants.OPS."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One tensor of an op. `token_elements`: elements per token of a (B, T, ...) tensor;
+    `fixed_elements`: the size of one that does not grow with B (freqs_cis is (T, HD))."""
+
+    name: str
+    layout: str
+    token_elements: Callable[[Shape], int] | None = None
+    fixed_elements: Callable[[Shape], int] | None = None
+
+    def numel(self, shape: Shape) -> int:
+        if self.token_elements is not None:
+            return shape.tokens * self.token_elements(shape)
+        assert self.fixed_elements is not None
+        return self.fixed_elements(shape)
+
+    @property
+    def token_major(self) -> bool:
+        return self.token_elements is not None
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    doc: str
+    output: Operand
+    inputs: tuple[Operand, ...]
+    families: Mapping[str, Family]
+    baseline: Config  # llm.c's kernel, the reference point of every result
+    reference: Reference
+    tolerance: Tolerance
+    # inputs that are not drawn at random (freqs_cis): name -> (shape, xp) -> float values
+    fixed_inputs: Mapping[str, Callable[[Shape, Any], Any]] = field(default_factory=dict)
+
+    @property
+    def kernel_arguments(self) -> str:
+        """The C parameter list every family of the op shares."""
+        ins = ", ".join(f"const T* {operand.name}" for operand in self.inputs)
+        return f"(T* {self.output.name}, {ins}, int B, int T, int NH, int NH_KV, int HD)"
+
+    def bytes_moved(self, shape: Shape, dtype: DType) -> int:
+        """The fewest bytes any kernel must move: each input read once, the output written once."""
+        return sum(o.numel(shape) for o in (*self.inputs, self.output)) * dtype.itemsize
+
+    def family(self, name: str) -> Family:
+        from variants import UnknownFamily
+
+        try:
+            return self.families[name]
+        except (KeyError, TypeError):
+            raise UnknownFamily(
+                f"op {self.name} has no kernel family {name!r}; expected one of {', '.join(self.families)}"
+            ) from None
+
+
+def get_op(name: str | None, registry: Mapping[str, Op]) -> Op:
+    """The op of that name; UnknownOp listing the known ones otherwise."""
+    try:
+        return registry[name]  # type: ignore[index]
+    except (KeyError, TypeError):
+        raise UnknownOp(f"unknown op {name!r}; expected one of {', '.join(registry)}") from None
