@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pandas as pd
 
-from results.schema import DEFAULT_HOLD_US, GROUP_COLUMNS, L2_COLD, Status, holds, l2_states
-from variants import BASELINE
+import variants
+from results.schema import DEFAULT_HOLD_US, GROUP_COLUMNS, L2_COLD, Status, holds, l2_states, ops_of, with_op
 
-# llm.c's configuration (naive, block 128) as it appears in a trial row
-BASELINE_FAMILY = BASELINE.family
-BASELINE_PARAMS = json.dumps(BASELINE.values, sort_keys=True)
+# llm.c's configuration of repkv backward (naive, block 128) as it appears in a trial row
+BASELINE_FAMILY = variants.BASELINE.family
+BASELINE_PARAMS = json.dumps(variants.BASELINE.values, sort_keys=True)
 
 
 def in_l2_state(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
@@ -24,14 +24,19 @@ def in_l2_state(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
 
 def ok_rows(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     """The correct trials of one L2 state."""
-    frame = in_l2_state(frame, l2)
+    frame = with_op(in_l2_state(frame, l2))
     return frame[(frame["status"] == Status.OK) & frame["time_ms"].notna()]
 
 
 def baseline_rows(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
-    """The correct trials of llm.c's configuration."""
+    """The correct trials of llm.c's configuration of each row's op (`Op.baseline`)."""
     ok = ok_rows(frame, l2)
-    return ok[(ok["family"] == BASELINE_FAMILY) & (ok["params"] == BASELINE_PARAMS)]
+    op = ops_of(ok)
+    mask = pd.Series(False, index=ok.index)
+    for name, descriptor in variants.OPS.items():
+        params = json.dumps(descriptor.baseline.values, sort_keys=True)
+        mask |= (op == name) & (ok["family"] == descriptor.baseline.family) & (ok["params"] == params)
+    return ok[mask]
 
 
 def other_timing(rows: pd.DataFrame) -> pd.Series:
@@ -45,7 +50,7 @@ def timed_as_served(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     all of its rows of that state. What compares times within a group (a heat map, a family's
     best, the baseline) reads these, so that no time taken one way is set against one taken
     the other."""
-    frame = in_l2_state(frame, l2)
+    frame = with_op(in_l2_state(frame, l2))
     if frame.empty:
         return frame
     other = other_timing(frame)
@@ -75,7 +80,8 @@ def run_factors(rows: pd.DataFrame) -> pd.Series:
     compared as their runs saw the same work wherever the runs overlap. A device copy is not
     used as the link: one copy timing is as noisy as the drift it would remove."""
     factors = pd.Series(1.0, index=rows.index)
-    keys = [rows[c] for c in GROUP_COLUMNS]
+    keyed = with_op(rows)
+    keys = [keyed[c] for c in GROUP_COLUMNS]
     for _, group in rows.groupby(keys, sort=False, dropna=False):
         if group["run_id"].nunique() < 2:
             continue

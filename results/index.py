@@ -23,7 +23,7 @@ import pyarrow as pa
 
 import variants
 from results.best import baseline_times, in_l2_state, ranked
-from results.schema import GROUP_COLUMNS, L2_COLD, Status, check_l2, hold_or_zero
+from results.schema import GROUP_COLUMNS, L2_COLD, Status, check_l2, hold_or_zero, rows_of_op
 from results.store import LoadReport
 from variants import Config, DType, Family, Shape
 
@@ -153,6 +153,24 @@ class StoreIndex:
     l2: str = L2_COLD
     # the same rows indexed in the other L2 states, built on first use (see `in_state`)
     _states: dict[str, StoreIndex] = field(default_factory=dict, repr=False)
+    # the op whose rows the groups hold (variants.OPS); `frame` holds every op's
+    op: str = variants.DEFAULT_OP
+    # the same rows indexed for the other ops, built on first use (see `for_op`)
+    _ops: dict[str, StoreIndex] = field(default_factory=dict, repr=False)
+
+    def for_op(self, op: str) -> StoreIndex:
+        """The index that serves op `op` (UnknownOp for one outside variants.OPS), cold: its
+        groups are that op's tuned (GPU, shape, dtype)."""
+        variants.get_op(op)
+        root = self._ops.get("", self) if self.op != variants.DEFAULT_OP else self
+        root = root if root.l2 == L2_COLD else root.in_state(L2_COLD)
+        if op == root.op:
+            return root
+        if op not in root._ops:
+            built = build_index(root.frame, root.report, root.table, op=op)
+            built._ops[""] = root
+            root._ops[op] = built
+        return root._ops[op]
 
     def in_state(self, l2: str) -> StoreIndex:
         """The index that serves L2 state `l2` (ValueError for an unknown one): each tuned
@@ -163,7 +181,7 @@ class StoreIndex:
             return self
         if l2 not in self._states:
             cold = self if self.l2 == L2_COLD else self.in_state(L2_COLD)
-            state = build_index(self.frame, self.report, self.table, l2=l2)
+            state = build_index(self.frame, self.report, self.table, l2=l2, op=self.op)
             merged = with_groups(state, {**cold.groups, **state.groups})
             merged._states[L2_COLD] = cold
             self._states[l2] = merged
@@ -212,10 +230,13 @@ def _timestamp(value: Any) -> datetime | None:
         return None
 
 
-def parse_config(family_name: str, params_json: str) -> tuple[Family, Config, dict[str, Any]] | None:
-    """The current family and a checked Config for a row, or None if the code no longer knows it."""
+def parse_config(
+    family_name: str, params_json: str, op: str = variants.DEFAULT_OP
+) -> tuple[Family, Config, dict[str, Any]] | None:
+    """The current family and a checked Config for a row of `op`, or None if the code no
+    longer knows it."""
     try:
-        family = variants.get_family(family_name)
+        family = variants.get_op(op).family(family_name)
         params = json.loads(params_json)
         if not isinstance(params, dict):
             return None
@@ -232,6 +253,7 @@ def build_index(
     report: LoadReport | None = None,
     table: pa.Table | None = None,
     l2: str = L2_COLD,
+    op: str = variants.DEFAULT_OP,
 ) -> StoreIndex:
     """Index trial rows. Only status ok rows with a finite positive time, timed in L2 state
     `l2`, become candidates (the store's loader drops the others; rows built in memory are
@@ -240,6 +262,10 @@ def build_index(
     report = report or LoadReport()
     group_cols = list(GROUP_COLUMNS)
     check_l2(l2)
+    all_rows = frame
+    frame = rows_of_op(frame, op)
+    if "op" not in frame:
+        frame = frame.assign(op=op)
     fastest = ranked(frame, l2)
 
     baselines = {
@@ -280,6 +306,7 @@ def build_index(
     for row in fastest[columns].itertuples(index=False, name=None):
         (
             gpu,
+            _op,
             b,
             t,
             nh,
@@ -302,12 +329,12 @@ def build_index(
             hold,
             copy_method,
         ) = row
-        parsed = parse_config(family_name, params_json)
+        parsed = parse_config(family_name, params_json, op)
         if parsed is None:
             unusable += 1
             continue
         family, config, params = parsed
-        per_group[(gpu, b, t, nh, nh_kv, hd, dtype_name)].append(
+        per_group[(gpu, op, b, t, nh, nh_kv, hd, dtype_name)].append(
             Candidate(
                 family=family,
                 config=config,
@@ -330,7 +357,7 @@ def build_index(
 
     groups: dict[GroupKey, TunedGroup] = {}
     for key, candidates in per_group.items():
-        gpu, b, t, nh, nh_kv, hd, dtype_name = key
+        gpu, _op, b, t, nh, nh_kv, hd, dtype_name = key
         try:
             shape = Shape(int(b), int(t), int(nh), int(nh_kv), int(hd))
             dtype = variants.get_dtype(dtype_name)
@@ -350,7 +377,7 @@ def build_index(
     if unusable:
         log.warning("%d configurations name a family or parameters the current code does not know", unusable)
     index = StoreIndex(
-        frame=frame, report=report, groups={}, gpus={}, unusable_rows=unusable, table=table, l2=l2
+        frame=all_rows, report=report, groups={}, gpus={}, unusable_rows=unusable, table=table, l2=l2, op=op
     )
     return with_groups(index, groups)
 

@@ -52,7 +52,7 @@ def build_recipe(candidate: Candidate, shape: Shape, dtype: DType) -> Recipe | s
         params=dict(candidate.params),
         config_key=candidate.config_key,
         name_expression=name_expression,
-        kernel_arguments=variants.KERNEL_ARGUMENTS,
+        kernel_arguments=variants.op_of(family).kernel_arguments,
         compile_options=tuple(family.compile_options),
         source_hash=family.source_hash,
         grid=int(launch.grid),

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from variants.errors import RepkvTuneError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the `op` column (version 1 rows are all repkv_backward)
 
 
 class Status(str, Enum):
@@ -69,7 +69,7 @@ def check_gpu_label(label: object) -> str:
 
 SHAPE_COLUMNS = ("B", "T", "NH", "NH_KV", "HD")
 # The columns that identify one measured answer: what changes the kernel's time.
-GROUP_COLUMNS = ("gpu", *SHAPE_COLUMNS, "dtype")
+GROUP_COLUMNS = ("gpu", "op", *SHAPE_COLUMNS, "dtype")
 
 TRIAL_SCHEMA = pa.schema(
     [
@@ -83,7 +83,8 @@ TRIAL_SCHEMA = pa.schema(
         pa.field("cuda_version", pa.string()),
         pa.field("cupy_version", pa.string()),
         pa.field("host", pa.string()),
-        # the problem
+        # the problem: the op (variants.OPS) and its shape and dtype
+        pa.field("op", pa.string(), nullable=False),
         pa.field("B", pa.int64(), nullable=False),
         pa.field("T", pa.int64(), nullable=False),
         pa.field("NH", pa.int64(), nullable=False),
@@ -161,6 +162,32 @@ def l2_states(rows: pd.DataFrame) -> pd.Series:
     if "l2" not in rows:
         return pd.Series(L2_COLD, index=rows.index)
     return rows["l2"].where(rows["l2"].notna(), L2_COLD).astype(str)
+
+
+def ops_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's op; rows built without the column (in memory, or written before it) are
+    repkv backward's, the one op there was."""
+    from variants import DEFAULT_OP
+
+    if "op" not in rows:
+        return pd.Series(DEFAULT_OP, index=rows.index)
+    return rows["op"].where(rows["op"].notna(), DEFAULT_OP).astype(str)
+
+
+def with_op(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with an `op` column (`ops_of`), so that they group by GROUP_COLUMNS."""
+    if "op" in rows and not rows["op"].isna().any():
+        return rows
+    return rows.assign(op=ops_of(rows))
+
+
+def rows_of_op(rows: pd.DataFrame, op: str) -> pd.DataFrame:
+    """The rows of one op (all of them where the frame has no `op` column and op is the default)."""
+    if "op" not in rows:
+        from variants import DEFAULT_OP
+
+        return rows if op == DEFAULT_OP else rows.iloc[0:0]
+    return rows[ops_of(rows) == op]
 
 
 def check_l2(value: str) -> str:

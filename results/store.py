@@ -120,8 +120,9 @@ def read_dirs(primary: Path | None = None, *, bundled: bool = True) -> list[Path
 def upgrade(table: pa.Table) -> pa.Table:
     """Bring a table written under any schema version to the current one.
 
-    Version 1 is the first; a later version adds its conversion here. Columns this version
-    does not know are dropped, and columns it adds are null-filled.
+    Version 1 is the first; a later version adds its conversion here (2: `op`, which version 1
+    rows lack, is repkv_backward). Columns this version does not know are dropped, and the
+    nullable columns it adds are null-filled.
     """
     raw = (table.schema.metadata or {}).get(b"repkv_tune_schema_version", b"1")
     try:
@@ -132,7 +133,10 @@ def upgrade(table: pa.Table) -> pa.Table:
         raise CorruptResults(f"written by schema version {version}; this reader knows up to {SCHEMA_VERSION}")
     columns = []
     for f in TRIAL_SCHEMA:
-        if f.name in table.column_names:
+        if f.name == "op" and f.name not in table.column_names and version < 2:
+            # version 1 knew one op
+            columns.append(pa.array([variants.DEFAULT_OP] * table.num_rows, f.type))
+        elif f.name in table.column_names:
             try:
                 columns.append(table.column(f.name).cast(f.type))
             except (pa.ArrowException, ValueError) as exc:
@@ -151,7 +155,9 @@ def complete_params(table: pa.Table) -> pa.Table:
     grown = [name for name, f in variants.FAMILIES.items() if f.completed({}) != {}]
     if not grown or table.num_rows == 0:
         return table
-    mask = pc.fill_null(pc.is_in(table.column("family"), pa.array(grown)), False)
+    # the grown families are repkv backward's (variants.FAMILIES)
+    of_op = pc.equal(table.column("op"), variants.DEFAULT_OP)
+    mask = pc.fill_null(pc.and_(of_op, pc.is_in(table.column("family"), pa.array(grown))), False)
     mask = mask.to_numpy(zero_copy_only=False)
     if not mask.any():
         return table

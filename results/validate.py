@@ -113,13 +113,19 @@ def _check_names(table: pa.Table, drop: _Dropper, known_families: set[str]) -> N
     label = _mask(pc.match_substring_regex(gpu, f"^(?:{GPU_LABEL_PATTERN.pattern})$"))
     drop(~label, f"gpu is not a GPU label ({GPU_LABEL_RULE})", gpu)
     for name, accepted in (
+        ("op", tuple(variants.OPS)),
         ("status", tuple(map(str, STATUSES))),
         ("dtype", tuple(variants.DTYPES)),
-        ("family", tuple(sorted(known_families))),
     ):
         column = table.column(name)
         known = _mask(pc.is_in(column, value_set=pa.array(accepted, pa.string())))
         drop(~known, f"{name} is not one of {', '.join(accepted)}", column)
+    op_column, family = table.column("op"), table.column("family")
+    for op in variants.OPS.values():
+        accepted = tuple(sorted(known_families if op.name == variants.DEFAULT_OP else op.families))
+        of_op = _mask(pc.equal(op_column, op.name))
+        known = _mask(pc.is_in(family, value_set=pa.array(accepted, pa.string())))
+        drop(of_op & ~known, f"family is not one of {op.name}'s: {', '.join(accepted)}", family)
     l2 = table.column("l2")  # null: written before the column, cold
     named = _mask(pc.or_kleene(pc.is_null(l2), pc.is_in(l2, value_set=pa.array(L2_STATES, pa.string()))))
     drop(~named, f"l2 is not one of {', '.join(L2_STATES)}", l2)
@@ -167,7 +173,8 @@ def _floor_ms(table: pa.Table, dims: dict[str, np.ndarray]) -> np.ndarray:
     rates = np.array([MAX_BANDWIDTH] + [PEAK_GBPS[d] * 1e9 * PEAK_MARGIN for d in devices])
     known = pc.index_in(table.column("gpu_name"), value_set=pa.array(devices, pa.string()))
     bandwidth = np.minimum(rates[pc.fill_null(known, -1).to_numpy() + 1], MAX_BANDWIDTH)
-    # Shape.bytes_moved, row by row: dout (B, T, 3, NH, HD) read, dinp (B, T, NH + 2 NH_KV, HD) written
+    # Op.bytes_moved, row by row: every op reads or writes one (B, T, 3, NH, HD) tensor and one
+    # (B, T, NH + 2 NH_KV, HD) tensor (the RoPE ops' (T, HD) freqs_cis is left out: a lower floor)
     tokens = dims["B"].astype(float) * dims["T"]
     heads = 3 * dims["NH"].astype(float) + dims["NH"] + 2 * dims["NH_KV"]
     return tokens * heads * dims["HD"] * itemsize / bandwidth * 1e3
@@ -221,8 +228,9 @@ def validate_table(
 
     - every required column (non-nullable in TRIAL_SCHEMA) is set, NON_EMPTY_COLUMNS non-empty;
     - schema_version is one this code knows; gpu is a GPU label (results.schema.check_gpu_label);
-    - status is one of results.schema.STATUSES, dtype one of variants.DTYPES, family one of
-      `families` (default: variants.FAMILIES), l2 null or one of results.schema.L2_STATES;
+    - op is one of variants.OPS; status one of results.schema.STATUSES, dtype one of
+      variants.DTYPES, family one of its op's (for repkv_backward, `families` where given),
+      l2 null or one of results.schema.L2_STATES;
     - params is a JSON object and config_key the key it makes in the row's family;
     - B, T, NH, NH_KV, HD make a variants.Shape (>= 1, <= MAX_DIM, NH divisible by NH_KV);
     - a row with status ok has a finite positive time, no shorter than the shape's bytes take

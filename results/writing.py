@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from results.listing import TEMP_PREFIX
-from results.schema import COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
+from results.schema import COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA, ops_of
 
 log = logging.getLogger("results.store")
 
@@ -126,6 +126,7 @@ def _umask() -> int:
 def to_table(frame: pd.DataFrame) -> pa.Table:
     """Rows -> a table of exactly TRIAL_SCHEMA (missing optional columns become null)."""
     frame = frame.copy()
+    frame["op"] = ops_of(frame)  # rows made without it are repkv backward's, as everywhere
     for name in COLUMNS:
         if name not in frame.columns:
             frame[name] = None

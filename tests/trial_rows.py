@@ -31,10 +31,11 @@ def trial(
     time_ms: float,
     status: Status = Status.OK,
     number: int = 0,
+    op: str = "repkv_backward",
     **extra: Any,
 ) -> dict[str, Any]:
     """One synthetic trial row (made by the tests, not measured)."""
-    fam = variants.get_family(family)
+    fam = variants.get_op(op).family(family)
     config = variants.Config.of(family, **params)
     dt = variants.get_dtype(dtype)
     launch = fam.geometry(shape, dt, config, 132) if fam.rejection(shape, dt, config) is None else None
@@ -46,6 +47,7 @@ def trial(
         "compute_capability": "9.0",
         "sm_count": 132,
         "host": "synthetic",
+        "op": op,
         **shape.as_dict(),
         "dtype": dtype,
         "family": family,
@@ -104,7 +106,10 @@ def write_unchecked(rows: list[dict[str, Any]], directory, name: str):
     from results.schema import COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
 
     loose = pa.schema([f.with_nullable(True) for f in TRIAL_SCHEMA], metadata=TRIAL_SCHEMA.metadata)
-    frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
+    given = pd.DataFrame(rows)
+    frame = given.reindex(columns=list(COLUMNS))
+    if "op" not in given:  # rows that name no op are repkv backward's
+        frame["op"] = "repkv_backward"
     frame["schema_version"] = SCHEMA_VERSION
     frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
     directory.mkdir(parents=True, exist_ok=True)

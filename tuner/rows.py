@@ -25,7 +25,7 @@ from results.schema import SCHEMA_VERSION, Status
 from results.store import to_table, write_arrow
 from tuner import __version__
 from tuner.runner import GpuIdentity, Measurement
-from variants import Config, DType, Family, Shape, get_family
+from variants import Config, DType, Family, Shape, get_family, op_of
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,14 @@ def trial_row(
     info: StudyInfo,
     families: Mapping[str, Family] | None = None,
 ) -> dict[str, Any]:
-    """One trial as a row of TRIAL_SCHEMA."""
+    """One trial as a row of TRIAL_SCHEMA (of the op its family belongs to: `families` names
+    the op's, default repkv backward's)."""
     family = get_family(config.family, dict(families) if families is not None else None)
+    op = op_of(family)
     launch = family.geometry(shape, dtype, config, identity.sm_count)
     ok = measurement.status == Status.OK and math.isfinite(measurement.time_ms)
     time_ms = measurement.time_ms if ok else math.inf
-    moved = shape.bytes_moved(dtype)
+    moved = op.bytes_moved(shape, dtype)
     return {
         "schema_version": SCHEMA_VERSION,
         "gpu": info.gpu,
@@ -99,6 +101,7 @@ def trial_row(
         "cuda_version": identity.cuda_version,
         "cupy_version": identity.cupy_version,
         "host": identity.host,
+        "op": op.name,
         **shape.as_dict(),
         "dtype": dtype.name,
         "family": config.family,

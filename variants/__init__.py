@@ -20,10 +20,15 @@ from variants.family import (
 )
 from variants.op import Op, Operand, UnknownOp
 from variants.repkv_backward import OP as REPKV_BACKWARD
+from variants.repkv_forward import OP as REPKV_FORWARD
+from variants.repkv_rope_backward import OP as REPKV_ROPE_BACKWARD
+from variants.rope_repkv_forward import OP as ROPE_REPKV_FORWARD
 from variants.shape import InvalidShape, Shape
 
 # Every op tuned, by name. A new op: its module (an `Op` and its families), then one line here.
-OPS: dict[str, Op] = {op.name: op for op in (REPKV_BACKWARD,)}
+OPS: dict[str, Op] = {
+    op.name: op for op in (REPKV_BACKWARD, REPKV_FORWARD, ROPE_REPKV_FORWARD, REPKV_ROPE_BACKWARD)
+}
 DEFAULT_OP = REPKV_BACKWARD.name
 
 # repkv backward's families and baseline (the default op's: what callers that name no op use)
@@ -36,6 +41,14 @@ def get_op(name: str | None = None) -> Op:
     from variants.op import get_op as lookup
 
     return lookup(DEFAULT_OP if name is None else name, OPS)
+
+
+def op_of(family: Family) -> Op:
+    """The op a family instance belongs to (each belongs to one)."""
+    for op in OPS.values():
+        if op.families.get(family.name) is family:
+            return op
+    return REPKV_BACKWARD  # a family built outside the registry (tests): the default op's
 
 
 class UnknownFamily(RepkvTuneError, ValueError):
@@ -106,6 +119,7 @@ __all__ = [
     "get_dtype",
     "get_family",
     "get_op",
+    "op_of",
     "runs_on",
     "valid_configs",
 ]

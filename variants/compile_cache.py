@@ -92,3 +92,33 @@ class ReportCache:
             pass
         finally:
             db.close()
+
+    @staticmethod
+    def read_file(path: Path) -> dict[str, dict[str, Any]]:
+        """Reports kept in a parquet file (`write_file`)."""
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path, columns=["key", "report"])
+        return {
+            k: json.loads(r)
+            for k, r in zip(table["key"].to_pylist(), table["report"].to_pylist(), strict=True)
+        }
+
+    @staticmethod
+    def write_file(path: Path, reports: Mapping[str, Mapping[str, Any]]) -> None:
+        """Reports as a parquet file of (key, report JSON), sorted by key."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        keys = sorted(reports)
+        table = pa.table(
+            {"key": keys, "report": [json.dumps(dict(reports[k]), sort_keys=True) for k in keys]}
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path, compression="zstd", compression_level=19)
+
+    def import_file(self, path: Path) -> int:
+        """Put a report file's reports into this cache; how many."""
+        reports = self.read_file(path)
+        self.put_many(reports)
+        return len(reports)

@@ -8,6 +8,7 @@ frame, spills), and on request keeps the PTX so tests can read the instructions.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import re
@@ -105,16 +106,22 @@ def nvrtc_version() -> str:
 
 @cache
 def toolchain() -> str:
-    """What, besides the program, decides NVRTC's output: its version and library, and the
-    headers it includes (paths, sizes and times), as one line for the report cache's keys."""
+    """What, besides the program, decides NVRTC's output: its version, and the contents of its
+    library and of the header directories it includes, as one line for the report cache's keys.
+    Contents, not paths or times: the same toolchain installed on another machine gives the
+    same line, so that reports made there (a shipped report file) stay valid here."""
     import cuda.pathfinder as pathfinder
 
     _nvrtc()
     library = Path(pathfinder.load_nvidia_dynamic_lib("nvrtc").abs_path)
-    stamps = [library, *(Path(d) for d in _header_dirs())]
-    stamps += [Path(_header_dirs()[0]) / name for name in ("cuda_fp16.h", "cuda_bf16.h")]
-    parts = [nvrtc_version(), *(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in stamps)]
-    return "|".join(parts)
+    digest = hashlib.sha256()
+    files = [library.resolve()]
+    for directory in map(Path, _header_dirs()):
+        files += sorted(p for p in directory.rglob("*") if p.is_file())
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return f"{nvrtc_version()}|{digest.hexdigest()}"
 
 
 def _check(result: tuple, what: str):  # -> the call's value(s)
@@ -236,6 +243,15 @@ def plan_programs(work: Iterable[tuple[Family, str]], chunk: int = CHUNK) -> lis
         for (name, source, options), exprs in groups.items()
         for i in range(0, len(exprs), chunk)
     ]
+
+
+def report_keys(work: Iterable[tuple[Family, str]], arch: str) -> list[str]:
+    """The report cache's key of each distinct kernel of `work` for `arch`, as `compile_all` keys them."""
+    keys = []
+    for program in plan_programs(work):
+        digest = ReportCache.program_digest(toolchain(), arch, program.options, program.source)
+        keys += [ReportCache.key(digest, e) for e in program.expressions]
+    return keys
 
 
 def default_workers() -> int:

@@ -4,6 +4,7 @@ spills, and the PTX shows the loads and stores each family promises."""
 from __future__ import annotations
 
 import argparse
+import random
 import re
 from pathlib import Path
 
@@ -37,18 +38,68 @@ def space_work(family_name: str, shapes: list[Shape]) -> list[tuple[Family, str]
     ]
 
 
+# Every kernel's report for sm_90 and sm_80, as `python -m tuner check --arch sm_90,sm_80
+# --save-reports tests/variants/data/nvrtc-reports.parquet` wrote them: compiling the whole
+# space from nothing takes 2 x 17k kernels at ~45 ms of CPU each, over 12 minutes on two cores.
+SHIPPED_REPORTS = Path(__file__).parent / "data" / "nvrtc-reports.parquet"
+SPOT_CHECKS = 24  # kernels an arch compiled afresh, drawn anew each run
+
+
+def whole_space(arch: str) -> list[tuple[Family, str]]:
+    from variants import OPS
+
+    return [
+        (family, family.name_expression(shape, dtype, config))
+        for op in OPS.values()
+        for family in op.families.values()
+        for shape in CHECK_SHAPES
+        for dtype in DTYPES.values()
+        for config in family.space()
+        if family.rejection(shape, dtype, config) is None
+    ]
+
+
 @pytest.mark.long
-@pytest.mark.timeout(2400)  # cold, on two busy cores
+@pytest.mark.timeout(2400)  # cold (a template edited since the shipped reports), on two busy cores
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
-def test_whole_space_compiles_without_spills(arch: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """`python -m tuner check --arch ...`: 17,355 kernels an arch, about 40 ms of CPU each (7-8
-    minutes on two idle cores), or seconds from the report cache (variants.compile_cache), whose
-    keys hold the sources, options and toolchain, so an edited template compiles again."""
-    args = argparse.Namespace(arch=[arch], shape=None, dtype=None, family=None)
+def test_whole_space_compiles_without_spills(
+    arch: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`python -m tuner check --arch ...` over every configuration of every op, from a report
+    cache seeded with the shipped reports: a kernel whose template, options or toolchain
+    changed since misses it and compiles here. Then a fresh sample, compiled with no cache at
+    all, must say exactly what the shipped reports say, so they cannot drift from NVRTC."""
+    cache = ReportCache(tmp_path / "reports.sqlite3")
+    cache.import_file(SHIPPED_REPORTS)
+    monkeypatch.setenv("REPKV_NVRTC_CACHE", str(cache.path))
+    args = argparse.Namespace(arch=[arch], shape=None, dtype=None, family=None, op=None)
     assert main_check(args) == 0
     out = capsys.readouterr().out
     assert f"{len(CHECK_SHAPES)} shapes" in out
     assert "0 failed, 0 spilled" in out
+
+    work = list({e: (f, e) for f, e in whole_space(arch)}.values())
+    seed = random.randrange(2**32)
+    sample = random.Random(seed).sample(work, SPOT_CHECKS)
+    fresh = nvrtc.compile_all(sample, arch=arch, cache=False)
+    kept = cache.get_many(nvrtc.report_keys(sample, arch))
+    for report, key in zip(fresh, nvrtc.report_keys(sample, arch), strict=True):
+        assert key in kept, f"seed {seed}: {report.expression} has no report"
+        assert nvrtc.cached_fields(report) == kept[key], f"seed {seed}: {report.expression}"
+
+
+def test_the_shipped_reports_cover_the_whole_space_with_this_toolchain() -> None:
+    """A template edited without `check --save-reports` would make CI compile it cold."""
+    shipped = ReportCache.read_file(SHIPPED_REPORTS)
+    for arch in ("sm_90", "sm_80"):
+        keys = nvrtc.report_keys(whole_space(arch), arch)
+        missing = [k for k in keys if k not in shipped]
+        if len(missing) == len(keys):
+            pytest.skip(f"the shipped reports were made with another NVRTC than {nvrtc.nvrtc_version()}")
+        assert not missing, (
+            f"{len(missing)} of {len(keys)} {arch} kernels have no shipped report: run `python -m tuner "
+            f"check --arch sm_90,sm_80 --save-reports {SHIPPED_REPORTS.relative_to(Path.cwd())}`"
+        )
 
 
 def test_no_kernel_is_planned_twice_and_programs_hold_many() -> None:
@@ -121,7 +172,9 @@ def test_check_reads_the_report_cache_unless_told_not_to(
     shape = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
 
     def check(**flags) -> str:
-        args = argparse.Namespace(arch=["sm_90"], shape=[shape], dtype=None, family=["naive"], **flags)
+        args = argparse.Namespace(
+            arch=["sm_90"], shape=[shape], dtype=None, family=["naive"], op=["repkv_backward"], **flags
+        )
         assert main_check(args) == 0
         return capsys.readouterr().out
 
