@@ -26,10 +26,10 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from results.schema import Status, hold_or_zero, holds, l2_states
+from results.schema import Status, hold_or_zero, holds, l2_states, ops_of
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import Measurement
-from variants import FAMILIES, DType, Family, Shape
+from variants import DEFAULT_OP, FAMILIES, DType, Family, Shape, op_of
 
 # Trial user attributes.
 ATTR_KEY = "config_key"  # the configuration a trial claims
@@ -77,7 +77,8 @@ def answering_rows(
     state rank apart and are measured again; None: any). The store and other workers' files
     are read through this one filter."""
     registry = FAMILIES if families is None else families
-    mask = (frame["gpu"] == gpu) & (frame["dtype"] == dtype.name)
+    op = op_of(next(iter(registry.values()))).name if registry else DEFAULT_OP
+    mask = (frame["gpu"] == gpu) & (frame["dtype"] == dtype.name) & (ops_of(frame) == op)
     for name, value in shape.as_dict().items():
         mask &= frame[name] == value
     rows = frame[mask]

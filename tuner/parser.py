@@ -16,6 +16,7 @@ from results.store import user_results_dir
 from tuner.arguments import (
     NO_BUNDLED_HELP,
     UsageError,
+    csv_values,
     delay_seconds,
     directory,
     heartbeat_seconds,
@@ -23,7 +24,6 @@ from tuner.arguments import (
     nonempty,
     nonnegative_fraction,
     nonnegative_int,
-    parse_choices,
     parse_dtypes,
     parse_shapes,
     positive_int,
@@ -38,7 +38,7 @@ from tuner.gpus import gpu_label_argument
 from tuner.presets import DEFAULT_TRIALS, MODELS
 from tuner.replay import bundled_note, recording_dir
 from tuner.samplers import SAMPLERS
-from variants import FAMILIES
+from variants import DEFAULT_OP, OPS
 
 if TYPE_CHECKING:
     from tuner.pipeline import TuneRequest
@@ -123,6 +123,12 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
     )
     o.add_argument("--timeout", type=time_limit, help="seconds per shape and dtype (default: no limit)")
     o.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
+    o.add_argument(
+        "--op",
+        default=DEFAULT_OP,
+        metavar="|".join(OPS),
+        help=f"the kernel to tune (default {DEFAULT_OP})",
+    )
     o.add_argument(
         "--family",
         action="append",
@@ -330,5 +336,6 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         bundled=args.bundled,
         warm_start=args.warm_start,
         ahead=args.ahead,
-        families=tuple(parse_choices(args.family, list(FAMILIES), "--family", [])),
+        op=args.op,
+        families=tuple(dict.fromkeys(csv_values(args.family))),
     )

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 from optuna.storages import BaseStorage
 
-from results.schema import DEFAULT_HOLD_US, L2_COLD, L2_STATES, SHAPE_COLUMNS
+from results.schema import DEFAULT_HOLD_US, L2_COLD, L2_STATES, SHAPE_COLUMNS, rows_of_op
 from results.store import clean_stale_temporaries, load_results, read_dirs, user_results_dir
 from tuner.arguments import SEED_MAX
 from tuner.ask_ahead import AHEAD
@@ -45,7 +45,7 @@ from tuner.store_watch import StoreWatch
 from tuner.study import HEARTBEAT_S, StudyLoop
 from tuner.study_plan import ProgressHook, StudyOutcome, StudyPlan, default_study_name
 from tuner.warm_start import WARM_START_SIZE, index_of, with_warm_start
-from variants import DTYPES, FAMILIES, Family, Shape, families_for
+from variants import DEFAULT_OP, DTYPES, Family, Shape, UnknownOp, compute_capability_number, get_op
 from variants.errors import RepkvTuneError
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,7 @@ class TuneRequest:
     warm_start: int = WARM_START_SIZE  # nearest tuned shapes' winners queued first (0: none)
     ahead: int = AHEAD  # trials asked at once, compiled together (a replay: one at a time)
     families: tuple[str, ...] = ()  # search only these (default: every family the GPU runs)
+    op: str = DEFAULT_OP  # the kernel tuned (variants.OPS)
 
 
 @dataclass
@@ -115,7 +116,9 @@ def study_plans(
             study_name=(
                 request.study
                 if request.study and single
-                else default_study_name(gpu, shape, DTYPES[d], request.study, request.families, hold_us, l2)
+                else default_study_name(
+                    gpu, shape, DTYPES[d], request.study, request.families, hold_us, l2, request.op
+                )
             ),
             sampler=request.sampler,
             seed=seed,
@@ -217,7 +220,11 @@ def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
 
 
 def gpu_runner(
-    device: int = 0, timeout_s: float = 10.0, hold_us: float = DEFAULT_HOLD_US, l2: str = L2_COLD
+    device: int = 0,
+    timeout_s: float = 10.0,
+    hold_us: float = DEFAULT_HOLD_US,
+    l2: str = L2_COLD,
+    families: Mapping[str, Family] | None = None,
 ) -> Runner:
     """The GPU's runner (CuPy, imported only now): CuPy and the driver are probed here first,
     and a worker that dies while starting is a TuneError saying why, not a traceback."""
@@ -229,7 +236,7 @@ def gpu_runner(
     except ImportError as exc:
         raise TuneError(f"no GPU runner here ({exc}): {CUDA_HINT}") from None
     try:
-        return GpuRunner(device=device, timeout_s=timeout_s, hold_us=hold_us, l2=l2)
+        return GpuRunner(device=device, timeout_s=timeout_s, hold_us=hold_us, l2=l2, families=families)
     except GpuBusy as exc:
         raise TuneError(f"GPU {device}: {exc}") from None
     except (WorkerFailed, ConnectionError, TimeoutError) as exc:
@@ -275,21 +282,29 @@ def preflight(request: TuneRequest, replaying: bool) -> None:
 
 
 def searched_families(request: TuneRequest, runner: Runner) -> dict[str, Family] | None:
-    """The families `--family` names (None: every family the runner runs). On a GPU, one its
+    """The families searched: those `--family` names of the op, else every family of the op
+    that the runner runs (None: repkv backward's, as the runner knows them). On a GPU, one its
     device is too old for is a TuneError before anything is measured."""
+    op = get_op(request.op)
     if not request.families:
-        return None
+        if op.name == DEFAULT_OP:
+            return None
+        return {n: f for n, f in op.families.items() if runs_on_device(f, runner)}
     if request.replay_dir is None:
-        cc = runner.identity.compute_capability
-        too_new = [f for f in request.families if f not in families_for(cc)]
+        too_new = [f for f in request.families if not runs_on_device(op.families[f], runner)]
         if too_new:
             runner.close()
-            need = FAMILIES[too_new[0]].min_compute_capability
+            need = op.families[too_new[0]].min_compute_capability
             raise TuneError(
                 f"family {too_new[0]} needs compute capability {need // 10}.{need % 10}; "
-                f"{runner.identity.name} has {cc}"
+                f"{runner.identity.name} has {runner.identity.compute_capability}"
             )
-    return {name: FAMILIES[name] for name in request.families}
+    return {name: op.families[name] for name in request.families}
+
+
+def runs_on_device(family: Family, runner: Runner) -> bool:
+    number = compute_capability_number(runner.identity.compute_capability)
+    return number is None or family.min_compute_capability <= number
 
 
 def tune(
@@ -312,9 +327,15 @@ def tune(
     except UnavailableSampler as exc:
         raise TuneError(str(exc)) from None
 
-    unknown_families = [f for f in request.families if f not in FAMILIES]
+    try:
+        op = get_op(request.op)
+    except UnknownOp as exc:
+        raise TuneError(str(exc)) from None
+    unknown_families = [f for f in request.families if f not in op.families]
     if unknown_families:
-        raise TuneError(f"unknown family {unknown_families[0]!r}: use --family with {', '.join(FAMILIES)}")
+        raise TuneError(
+            f"unknown family {unknown_families[0]!r} of {op.name}: use --family with {', '.join(op.families)}"
+        )
     preflight(request, replaying=runner is None and request.replay_dir is not None)
     if runner is None and request.replay_dir is not None:
         try:
@@ -326,7 +347,10 @@ def tune(
         gpu = runner.gpu
         results_dir = request.results_dir  # replays write only where asked to
     else:
-        runner = runner or gpu_runner(request.device, request.trial_timeout_s, request.hold_us, request.l2)
+        families_run = None if op.name == DEFAULT_OP else op.families
+        runner = runner or gpu_runner(
+            request.device, request.trial_timeout_s, request.hold_us, request.l2, families_run
+        )
         try:
             gpu = resolve_label(request.gpu, runner.identity.name, force=request.force_gpu_label)
         except (GpuLabelMismatch, InvalidGpuLabel) as exc:
@@ -358,6 +382,7 @@ def tune(
     # what is already measured: the results directory, and the bundled results unless replaying
     bundled = request.replay_dir is None and request.bundled
     stored = load_results(read_dirs(results_dir, bundled=bundled))[0] if results_dir else None
+    stored = rows_of_op(stored, op.name) if stored is not None else None
     plans = study_plans(request, gpu, seed, runner.identity.hold_us, runner.identity.l2)
     if echo is not None:
         echo(

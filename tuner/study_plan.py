@@ -11,7 +11,7 @@ from typing import Any
 
 from results.schema import L2_COLD, hold_or_zero
 from tuner.rows import objective_value
-from variants import FAMILIES, Config, DType, Family, Shape
+from variants import DEFAULT_OP, FAMILIES, Config, DType, Family, Shape, get_op
 
 
 @dataclass(frozen=True)
@@ -68,14 +68,20 @@ def default_study_name(
     families: Sequence[str] = (),
     hold_us: float | None = None,
     l2: str | None = None,
+    op: str = DEFAULT_OP,
 ) -> str:
-    """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16/hold150us'. The kernel
+    """'repkv-<kernels>/h200/B=8,T=1024,NH=32,NH_KV=8,HD=128/bf16/hold150us' (another op than
+    repkv_backward: '<op>-<its kernels>/...'). The kernel
     sources' hash is part of the default prefix: edited kernels start a fresh study. A search
     of some families only ('.../bf16/tile,split/hold150us') is a study of its own: its space
     differs; so is a study timed with another hold (none: no suffix) or with L2 fed
     ('.../hold150us/fed'), whose values differ."""
     if prefix is None:
-        prefix = f"repkv-{kernels_hash()}"
+        prefix = (
+            f"repkv-{kernels_hash()}" if op == DEFAULT_OP else f"{op}-{kernels_hash(get_op(op).families)}"
+        )
+    elif op != DEFAULT_OP:
+        prefix = f"{prefix}/{op}"
     name = f"{prefix}/{gpu}/{shape.key}/{dtype.name}"
     if families:
         name = f"{name}/{','.join(families)}"

@@ -84,6 +84,16 @@ GpuQuery = Annotated[
     AfterValidator(gpu_label),
     Query(min_length=1, max_length=64, description="GPU label as given to the tuner, e.g. h100 (any case)"),
 ]
+# The op names, declared as an enum in the OpenAPI schema (a name outside it: 422, naming them).
+OpName = Literal[tuple(variants.OPS)]  # type: ignore[valid-type]
+OpQuery = Annotated[
+    OpName,
+    Query(description=f"the kernel, one of {', '.join(variants.OPS)} (default {variants.DEFAULT_OP})"),
+]
+OpFilter = Annotated[
+    OpName | None,
+    Query(description=f"only this kernel's rows, one of {', '.join(variants.OPS)}"),
+]
 L2Query = Annotated[
     L2State,
     Query(

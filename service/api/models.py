@@ -151,6 +151,7 @@ class BestAnswer(BaseModel):
 class BestResponse(BaseModel):
     """GET /best's answer, with `gpu` or without: `answers[0]` is the asked GPU's."""
 
+    op: str = Field(default="repkv_backward", description="the kernel answered for (variants.OPS)")
     shape: ShapeModel = Field(description="the requested shape")
     dtype: str
     answers: list[BestAnswer] = Field(

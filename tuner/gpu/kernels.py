@@ -61,14 +61,15 @@ class Kernels:
         dtype: DType,
         config: Config,
         sm_count: int,
-        dinp: cp.ndarray,
-        dout: cp.ndarray,
+        out: cp.ndarray,
+        *inputs: cp.ndarray,
     ) -> Callable[[], None]:
-        """Compile (or fetch) the kernel and return a call that launches it once."""
+        """Compile (or fetch) the kernel and return a call that launches it once on (out,
+        *inputs): (dinp, dout) for repkv backward."""
         family = self.families[config.family]
         function = self.function(family, family.name_expression(shape, dtype, config))
         launch = family.geometry(shape, dtype, config, sm_count)
-        args = (dinp, dout, *(np.int32(v) for v in (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)))
+        args = (out, *inputs, *(np.int32(v) for v in (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)))
         grid, block = (launch.grid,), (launch.block,)
 
         def run() -> None:

@@ -14,9 +14,9 @@ from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_COLD, Status
 from tuner.gpu.kernels import CompileError, Kernels
 from tuner.gpu.timing import L2Flusher, Timing, empty_launch, time_device_copy, time_launches
 from tuner.runner import GpuIdentity, Measurement
-from variants import DTYPES, FAMILIES, Config, DType, Family, InvalidConfig, Shape
+from variants import DTYPES, FAMILIES, Config, DType, Family, InvalidConfig, Shape, get_op, op_of
 from variants.errors import RepkvTuneError
-from variants.reference import Validation, nan_bits, random_input, validate_output
+from variants.reference import Validation, nan_bits, op_inputs, validate_output
 
 # Errors after which the CUDA context is unusable: the worker must die and be replaced.
 STICKY_ERRORS = (
@@ -100,11 +100,14 @@ class DeviceSession:
         self.device = cp.cuda.Device(device)
         self.device.use()
         self.families = dict(FAMILIES if families is None else families)
+        # the op these families serve: what the buffers hold and the output is checked against
+        self.op = op_of(next(iter(self.families.values()))) if self.families else get_op()
         self.kernels = Kernels(self.families)
         self.flush = L2Flusher(self.device, hold_us, l2)
         self.identity = read_identity(self.device)
         self.reps = reps
-        self._buffers: tuple[tuple[Shape, str], cp.ndarray, cp.ndarray] | None = None
+        # ((shape, dtype name), the op's inputs, its output)
+        self._buffers: tuple[tuple[Shape, str], tuple[cp.ndarray, ...], cp.ndarray] | None = None
         self.warm_up()
         self.identity = replace(
             self.identity,
@@ -133,37 +136,45 @@ class DeviceSession:
         self.release()
 
     def buffers(self, shape: Shape, dtype: DType) -> tuple[cp.ndarray, cp.ndarray]:
+        """(the op's first input, its output): (dout, dinp) for repkv backward."""
+        inputs, out = self.op_buffers(shape, dtype)
+        return inputs[0], out
+
+    def op_buffers(self, shape: Shape, dtype: DType) -> tuple[tuple[cp.ndarray, ...], cp.ndarray]:
+        """(the op's inputs, its output) for (shape, dtype), allocated once for a run of trials."""
         key = (shape, dtype.name)
         if self._buffers is None or self._buffers[0] != key:
             self._buffers = None
             cp.get_default_memory_pool().free_all_blocks()
-            dout = cp.empty(shape.dout_numel, dtype=dtype.storage)
-            dinp = cp.empty(shape.dinp_numel, dtype=dtype.storage)
-            self._buffers = (key, dout, dinp)
+            inputs = tuple(cp.empty(o.numel(shape), dtype=dtype.storage) for o in self.op.inputs)
+            out = cp.empty(self.op.output.numel(shape), dtype=dtype.storage)
+            self._buffers = (key, inputs, out)
         return self._buffers[1], self._buffers[2]
 
     def timing_flush(self) -> Callable[[], None]:
         """What runs before each timed call: the flush and hold, then, where the session's L2
-        state is fed, a write of the current dout (`L2Flusher.feeding`)."""
-        return self.flush.feeding(self._buffers[1]) if self._buffers is not None else self.flush
+        state is fed, a write of the current first input (dout: `L2Flusher.feeding`)."""
+        return self.flush.feeding(self._buffers[1][0]) if self._buffers is not None else self.flush
 
     def release(self) -> None:
         self._buffers = None
         cp.get_default_memory_pool().free_all_blocks()
 
     def launcher(self, shape: Shape, dtype: DType, config: Config) -> Callable[[], None]:
-        dout, dinp = self.buffers(shape, dtype)
-        return self.kernels.launcher(shape, dtype, config, self.identity.sm_count, dinp, dout)
+        inputs, out = self.op_buffers(shape, dtype)
+        return self.kernels.launcher(shape, dtype, config, self.identity.sm_count, out, *inputs)
 
     def run_checked(self, shape: Shape, dtype: DType, launch: Callable[[], None]) -> Validation:
-        """Fresh random dout, dinp poisoned with NaN, one launch, every element compared."""
-        dout, dinp = self.buffers(shape, dtype)
-        dout[...] = random_input(shape, dtype, cp)
+        """Fresh random inputs (the op's fixed ones, freqs_cis, as it defines them), the output
+        poisoned with NaN, one launch, every element compared."""
+        inputs, out = self.op_buffers(shape, dtype)
+        for buffer, values in zip(inputs, op_inputs(self.op, shape, dtype, cp), strict=True):
+            buffer[...] = values
         poison = cp.uint32 if dtype.itemsize == 4 else cp.uint16
-        dinp.view(poison).fill(nan_bits(dtype))
+        out.view(poison).fill(nan_bits(dtype))
         launch()
         cp.cuda.get_current_stream().synchronize()
-        return validate_output(dinp, dout, shape, dtype, cp)
+        return validate_output(out, inputs, shape, dtype, cp, op=self.op)
 
     def measure(
         self,
@@ -212,5 +223,5 @@ class DeviceSession:
         10% between back-to-back studies of the same byte count on an H200; the fastest is
         the ceiling the kernels are held to."""
         self.release()
-        nbytes = shape.bytes_moved(dtype) // 2
+        nbytes = self.op.bytes_moved(shape, dtype) // 2
         return min(time_device_copy(nbytes, self.flush, reps=self.reps).median_ms for _ in range(rounds))

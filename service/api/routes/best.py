@@ -14,7 +14,7 @@ from results.leave_one_out import TierQuality, rule_quality
 from results.peaks import frac_peak
 from results.schema import L2_COLD
 from results.selection import Choice, select
-from service.api.deps import DTypeDep, GpuQuery, IndexDep, L2Query, ShapeDep
+from service.api.deps import DTypeDep, GpuQuery, IndexDep, L2Query, OpQuery, ShapeDep
 from service.api.errors import ERROR_RESPONSES, NotFound
 from service.api.models import (
     BestAnswer,
@@ -82,7 +82,7 @@ def answer(
             compile_options=list(recipe.compile_options),
             source_hash=recipe.source_hash,
             source_url=f"/kernels/{recipe.source_hash}",
-            source=variants.get_family(recipe.family).source if include_source else None,
+            source=candidate.family.source if include_source else None,
             grid=recipe.grid,
             block=recipe.block,
             min_compute_capability=recipe.min_compute_capability,
@@ -139,8 +139,10 @@ async def best(
         Query(description="answer a GPU without results from the other GPUs' measurements"),
     ] = False,
     l2: L2Query = "cold",
+    op: OpQuery = variants.DEFAULT_OP,
 ) -> Response:
-    """The fastest correct configuration for (B, T, NH, NH_KV, HD, dtype).
+    """The fastest correct configuration of op `op` (default repkv_backward) for
+    (B, T, NH, NH_KV, HD, dtype).
 
     NH, NH_KV, HD and dtype default to 32, 8, 128 and bf16. One response shape either way:
     `answers` holds, with `gpu`, that GPU's answer alone (`answers[0]`); without, one answer
@@ -155,10 +157,10 @@ async def best(
     bodies = _BODIES.get(index)
     if bodies is None:
         bodies = _BODIES.setdefault(index, BoundedCache(CHOICE_CACHE_SIZE))
-    key = (gpu, shape, dtype.name, include_source, other_gpus, l2)
+    key = (gpu, shape, dtype.name, include_source, other_gpus, l2, op)
     body = bodies.get(key)
     if body is None:
-        answer_ = best_answer(index, shape, dtype, gpu, include_source, other_gpus, l2)
+        answer_ = best_answer(index, shape, dtype, gpu, include_source, other_gpus, l2, op)
         body = bodies.put(key, answer_.model_dump_json().encode())
     return Response(body, media_type="application/json")
 
@@ -171,11 +173,12 @@ def best_answer(
     include_source: bool,
     other_gpus: bool = False,
     l2: str = L2_COLD,
+    op: str = variants.DEFAULT_OP,
 ) -> BestResponse:
     """The answer of GET /best (raises NotFound); the route memoizes its JSON per index. Each
     tuned (GPU, shape, dtype) serves its rows of L2 state `l2`, or its cold ones where it has
     none (`StoreIndex.in_state`)."""
-    index = index.in_state(l2)
+    index = index.for_op(op).in_state(l2)
     if gpu is not None:
         if gpu not in index.by_gpu and not (other_gpus and index.by_gpu):
             raise NotFound(
@@ -189,14 +192,16 @@ def best_answer(
                 tuned_names(index, gpu),
             )
         answers = [answer(index, gpu, shape, dtype, choice, include_source)]
-        return BestResponse(shape=shape_model(shape), dtype=dtype.name, answers=answers)
+        return BestResponse(op=op, shape=shape_model(shape), dtype=dtype.name, answers=answers)
     answers = []
     for label in index.available_gpus():
         choice = select(index, label, shape, dtype)
         if choice is not None:
             answers.append(answer(index, label, shape, dtype, choice, include_source))
     if not answers:
-        if not index.groups:
+        if not index.groups and op == variants.DEFAULT_OP:
             raise NotFound("no results are loaded: the results directory has no correct trials yet")
+        if not index.groups:
+            raise NotFound(f"no results of {op} are loaded: tune it with `python -m tuner --op {op}`")
         raise NotFound(f"no tuned configuration can serve {shape} {dtype.name}", tuned_names(index))
-    return BestResponse(shape=shape_model(shape), dtype=dtype.name, answers=answers)
+    return BestResponse(op=op, shape=shape_model(shape), dtype=dtype.name, answers=answers)

@@ -1,0 +1,100 @@
+"""GPU conformance of the ops beyond repkv backward (repkv_forward and the fused RoPE pair):
+every family x dtype x a sample of its configurations (every block size, every vector width)
+on shapes that reach every code path, each launch validated element by element against the
+op's float64 reference (fresh random input, llm.c's freqs_cis, output poisoned with NaN)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from variants import DTYPES, OPS, Config, DType, Op, Shape
+
+pytestmark = pytest.mark.gpu
+
+NEW_OPS = [op for name, op in OPS.items() if name != "repkv_backward"]
+SHAPES = {
+    "seed": Shape(8, 1024, 32, 8, 128),
+    "mha": Shape(4, 256, 32, 32, 64),
+    "mqa": Shape(2, 128, 16, 1, 128),
+    "hd80": Shape(2, 96, 32, 8, 80),
+    "hd96_nrep7": Shape(3, 50, 28, 4, 96),
+    "hd256": Shape(2, 64, 16, 8, 256),
+    "t1": Shape(1, 1, 32, 8, 128),
+    "odd_bt": Shape(3, 333, 8, 2, 64),
+    "hd34": Shape(5, 3, 12, 3, 34),
+    "nrep16_hd8": Shape(3, 5, 32, 2, 8),
+}
+# More than 2^31 output elements of (B, T, 3, NH, HD) in bf16 (6.4 GB): 64-bit indices.
+HUGE = Shape(2, 65536, 64, 8, 128)
+
+
+def sample(op: Op, shape: Shape, dtype: DType) -> list[Config]:
+    """For every family: one random valid configuration per block size and one per vector
+    width, plus the baseline."""
+    rng = random.Random(f"{op.name}-{shape}-{dtype.name}")
+    picked: list[Config] = []
+    for family in op.families.values():
+        valid = family.valid_configs(shape, dtype)
+        for axis in ("block", "vec_bytes"):
+            for value in sorted({c.values[axis] for c in valid if axis in c.values}):
+                choice = rng.choice([c for c in valid if c.values[axis] == value])
+                if choice not in picked:
+                    picked.append(choice)
+    baseline = op.families[op.baseline.family]
+    if op.baseline not in picked and baseline.rejection(shape, dtype, op.baseline) is None:
+        picked.append(op.baseline)
+    return picked
+
+
+CASES = [
+    pytest.param(op, shape, DTYPES[dtype], config, id=f"{op.name}-{name}-{dtype}-{config.key}")
+    for op in NEW_OPS
+    for name, shape in SHAPES.items()
+    for dtype in DTYPES
+    for config in sample(op, shape, DTYPES[dtype])
+]
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    from tuner.gpu.session import DeviceSession
+
+    made = {op.name: DeviceSession(families=op.families, reps=5) for op in NEW_OPS}
+    for op in NEW_OPS:
+        work = [
+            (op.families[c.family], op.families[c.family].name_expression(shape, dtype, c))
+            for o, shape, dtype, c in (p.values for p in CASES)
+            if o is op
+        ]
+        made[op.name].kernels.prepare(work, threads=16)
+    yield made
+    for session in made.values():
+        session.release()
+
+
+@pytest.mark.parametrize(("op", "shape", "dtype", "config"), CASES)
+def test_configuration_is_correct(sessions, op: Op, shape: Shape, dtype: DType, config: Config) -> None:
+    session = sessions[op.name]
+    assert session.op is op
+    result = session.run_checked(shape, dtype, session.launcher(shape, dtype, config))
+    assert result.ok, result.summary()
+
+
+@pytest.mark.parametrize("op", NEW_OPS, ids=lambda op: op.name)
+def test_more_than_2_31_elements_in_bf16(sessions, op: Op) -> None:
+    bf16 = DTYPES["bf16"]
+    session = sessions[op.name]
+    config = Config.of("vec", block=256, vec_bytes=16, load="ldcs", store="stcs")
+    assert "long long" in op.families["vec"].name_expression(HUGE, bf16, config)
+    result = session.run_checked(HUGE, bf16, session.launcher(HUGE, bf16, config))
+    session.release()
+    assert result.ok, result.summary()
+
+
+@pytest.mark.parametrize("op", NEW_OPS, ids=lambda op: op.name)
+def test_the_validator_catches_a_launch_that_writes_nothing(sessions, op: Op) -> None:
+    shape, dtype = SHAPES["odd_bt"], DTYPES["bf16"]
+    result = sessions[op.name].run_checked(shape, dtype, lambda: None)
+    assert result.bad == op.output.numel(shape)

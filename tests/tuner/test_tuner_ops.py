@@ -1,0 +1,62 @@
+"""`python -m tuner --op ...`: a study searches the op's own families, and its rows carry the op."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tuner_fakes import IDENTITY, SMALL, _noise
+
+from results.schema import Status
+from results.store import load_results
+from tuner.bench import BenchRunner
+from tuner.pipeline import TuneError, TuneRequest, tune
+from tuner.runner import Measurement
+from variants import OPS, Config, DType, Shape
+
+
+def op_copy_ms(op_name: str):
+    op = OPS[op_name]
+    return lambda shape, dtype: op.bytes_moved(shape, dtype) / 4e12 * 1e3
+
+
+def op_bench(op_name: str):
+    copy = op_copy_ms(op_name)
+
+    def bench(shape: Shape, dtype: DType, config: Config) -> Measurement:
+        t = copy(shape, dtype) * (3.0 if config.family == "naive" else 1.1) * _noise(config.key)
+        return Measurement(status=Status.OK, time_ms=t, p20_ms=t, p80_ms=t, reps=50)
+
+    return bench
+
+
+@pytest.mark.parametrize("op_name", [name for name in OPS if name != "repkv_backward"])
+def test_a_study_of_another_op_searches_its_families_and_files_rows_under_it(
+    op_name: str, tmp_path: Path
+) -> None:
+    runner = BenchRunner(op_bench(op_name), IDENTITY, op_copy_ms(op_name))
+    request = TuneRequest(
+        op=op_name, shapes=(SMALL,), dtypes=("bf16",), trials=6, results_dir=tmp_path, seed=1, progress=False
+    )
+    result = tune(request, runner=runner)
+    families = set(OPS[op_name].families)
+    assert runner.calls and {config.family for _, _, config in runner.calls} <= families
+    frame, _ = load_results([tmp_path])
+    assert len(frame) == result.rows > 0
+    assert set(frame["op"]) == {op_name} and set(frame["family"]) <= families
+    assert set(frame["name_expression"].str.split("<").str[0]) <= {f"{op_name}_{f}" for f in families}
+    assert all(o.plan.study_name.startswith(f"{op_name}-") for o in result.outcomes)
+    # the copy ratio is over the op's own bytes
+    row = frame.iloc[0]
+    assert row["bytes_moved"] == OPS[op_name].bytes_moved(SMALL, DType("bf16", "__nv_bfloat16", 2, 2.0**-8))
+
+
+def test_an_unknown_op_or_a_family_of_another_op_is_refused(tmp_path: Path) -> None:
+    runner = BenchRunner(op_bench("repkv_forward"), IDENTITY, op_copy_ms("repkv_forward"))
+    with pytest.raises(TuneError, match="unknown op 'rope'"):
+        tune(TuneRequest(op="rope", shapes=(SMALL,), results_dir=tmp_path), runner=runner)
+    with pytest.raises(TuneError, match="unknown family 'tile' of repkv_forward"):
+        tune(
+            TuneRequest(op="repkv_forward", families=("tile",), shapes=(SMALL,), results_dir=tmp_path),
+            runner=runner,
+        )
