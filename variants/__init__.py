@@ -45,8 +45,8 @@ def get_op(name: str | None = None) -> Op:
 
 def op_of(family: Family) -> Op:
     """The op a family instance belongs to (each belongs to one)."""
-    for op in OPS.values():
-        if op.families.get(family.name) is family:
+    for op in OPS.values():  # by class: a family sent to a worker process arrives as a copy
+        if type(op.families.get(family.name)) is type(family):
             return op
     return REPKV_BACKWARD  # a family built outside the registry (tests): the default op's
 
