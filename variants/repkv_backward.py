@@ -6,12 +6,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from variants import bulk, flat, gather, naive, split, tile, vec, warp_per_head
+from variants.bulk import FAMILY as BULK
 from variants.dtypes import DType
 from variants.family import Config
+from variants.flat import FAMILY as FLAT
+from variants.gather import FAMILY as GATHER
+from variants.naive import BASELINE_PARAMS
+from variants.naive import FAMILY as NAIVE
 from variants.op import Op, Operand
 from variants.reference import reference
 from variants.shape import Shape
+from variants.split import FAMILY as SPLIT
+from variants.tile import FAMILY as TILE
+from variants.vec import FAMILY as VEC
+from variants.warp_per_head import FAMILY as WARP_PER_HEAD
 
 
 def _reference(inputs: Sequence[Any], shape: Shape, positions: Any, xp: Any) -> Any:
@@ -27,11 +35,8 @@ OP = Op(
     doc="sum the gradients of the K/V replicas: dout (B, T, 3, NH, HD) -> dinp (B, T, NH + 2*NH_KV, HD)",
     output=Operand("dinp", "(B, T, NH + 2*NH_KV, HD)", token_elements=lambda s: s.heads_in * s.HD),
     inputs=(Operand("dout", "(B, T, 3, NH, HD)", token_elements=lambda s: 3 * s.NH * s.HD),),
-    families={
-        module.FAMILY.name: module.FAMILY
-        for module in (naive, gather, vec, warp_per_head, split, tile, bulk, flat)
-    },
-    baseline=Config.of("naive", **naive.BASELINE_PARAMS),
+    families={f.name: f for f in (NAIVE, GATHER, VEC, WARP_PER_HEAD, SPLIT, TILE, BULK, FLAT)},
+    baseline=Config.of("naive", **BASELINE_PARAMS),
     reference=_reference,
     tolerance=_tolerance,
 )
