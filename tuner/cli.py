@@ -13,9 +13,9 @@ them offline, show the winners, or measure how fast the samplers find the optimu
     python -m tuner merge host-a/ host-b/ -o merged/  # several results directories in one
 
 This module dispatches (COMMANDS) and renders. The flags live in `tuner.parser`, the reading
-of their values in `tuner.arguments`, tuning in `tuner.pipeline.tune`. Usage errors print one
-line that says what to do and return 2. Nothing here imports CuPy until a GPU is actually
-asked for.
+of their values in `tuner.arguments`, tuning in `tuner.pipeline.tune` (its request in
+`tuner.tune_request`). Usage errors print one line that says what to do and return 2.
+Nothing here imports CuPy until a GPU is actually asked for.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from tuner.runner import Runner
 from variants import Shape
 
 if TYPE_CHECKING:
-    from tuner.pipeline import TuneResult
+    from tuner.tune_request import TuneResult
 
 
 def cmd_variants(args: argparse.Namespace) -> int:
@@ -139,7 +139,8 @@ def cmd_fleet(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def cmd_tune(args: argparse.Namespace, runner: Runner | None = None, argv: Sequence[str] = ()) -> int:
     from tuner.interrupt import StopFlag, sigint_stops
-    from tuner.pipeline import TuneError, tune
+    from tuner.pipeline import tune
+    from tuner.tune_request import TuneError
 
     if args.devices is not None:
         return cmd_fleet(args, argv)

@@ -41,7 +41,7 @@ from tuner.samplers import SAMPLERS
 from variants import DEFAULT_OP, OPS
 
 if TYPE_CHECKING:
-    from tuner.pipeline import TuneRequest
+    from tuner.tune_request import TuneRequest
 
 DEFAULT_RESULTS = user_results_dir()
 LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
@@ -311,7 +311,7 @@ def with_default_command(argv: Sequence[str]) -> list[str]:
 
 def tune_request(args: argparse.Namespace) -> TuneRequest:
     """The parsed `tune` flags as the pipeline's request."""
-    from tuner.pipeline import TuneRequest
+    from tuner.tune_request import TuneRequest
 
     return TuneRequest(
         shapes=tuple(parse_shapes(args)),

@@ -248,14 +248,14 @@ def test_tune_with_the_real_cupy_and_no_gpu_is_one_line(tmp_path: Path) -> None:
 )
 def test_a_worker_that_dies_at_start_is_one_line(monkeypatch, tmp_path: Path, capsys, failure: str) -> None:
     import tuner.gpu.runner
-    import tuner.pipeline
+    import tuner.tune_setup
 
     class DeadWorker:
         def __init__(self, **_: object) -> None:
             kind = tuner.gpu.runner.WorkerFailed if failure.startswith("GPU") else ConnectionError
             raise kind(failure)
 
-    monkeypatch.setattr(tuner.pipeline, "check_cuda", lambda device=0: None)  # the probe passed
+    monkeypatch.setattr(tuner.tune_setup, "check_cuda", lambda device=0: None)  # the probe passed
     monkeypatch.setattr(tuner.gpu.runner, "GpuRunner", DeadWorker)
     rc = main(["--shape", SMALL, "--dtype", "bf16", "--results", str(tmp_path), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()

@@ -10,8 +10,9 @@ from tuner_fakes import IDENTITY, SMALL, _noise
 from results.schema import Status
 from results.store import load_results
 from tuner.bench import BenchRunner
-from tuner.pipeline import TuneError, TuneRequest, tune
+from tuner.pipeline import tune
 from tuner.runner import Measurement
+from tuner.tune_request import TuneError, TuneRequest
 from variants import OPS, Config, DType, Shape
 
 

@@ -12,11 +12,12 @@ from results.index import build_index, shape_tuple
 from results.schema import DEFAULT_HOLD_US
 from results.store import load_results, write_table
 from tuner.bench import BenchRunner
-from tuner.pipeline import TuneError, TuneRequest, run_plans, study_plans, tune
+from tuner.pipeline import run_plans, tune
 from tuner.rows import ResultsSink
 from tuner.storage import make_storage
 from tuner.study import StudyLoop
 from tuner.study_plan import StudyPlan, default_study_name
+from tuner.tune_request import TuneError, TuneRequest, study_plans
 from variants import BASELINE, DTYPES, FAMILIES, Shape
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
