@@ -1,25 +1,51 @@
-"""A compiled tuned kernel, ready to launch from PyTorch: its CUfunction, geometry and packed
-argument block (`Launcher`), and how one is built for a configuration (`compile_launcher`).
-The operators (`repkv_tune.ops`) and the first-call race (`repkv_tune.race`) both hold these."""
+"""Compiled tuned kernels, ready to launch from PyTorch, for every op of `variants.OPS`.
+
+- `Launcher`: one kernel's CUfunction, geometry and packed argument block (the output pointer,
+  then one per input in `op.inputs` order, then B, T, NH, NH_KV, HD: `Op.kernel_arguments`);
+- `compile_launcher`: build one for a configuration of an op's family;
+- `generic_config`: what serves an op where nothing tuned does;
+- `Launchers` (`LAUNCHERS`): the launchers per (op, shape, dtype, device), chosen from the
+  results store's index for that op (`StoreIndex.for_op`), raced on the default op's untuned
+  shapes (`repkv_tune.race`).
+
+The operators (`repkv_tune.ops`, `repkv_tune.rope`) and the first-call race hold these."""
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
+import variants
+from repkv_tune.race import L2, RACE
+from repkv_tune.race import race as _race
+
 if TYPE_CHECKING:
-    from variants import Config
+    from variants import Config, DType, Op, Shape
+
+log = logging.getLogger("repkv_tune.ops")
+
+DEFAULT_OP = variants.DEFAULT_OP
+# The dtypes the kernels are tuned in, by their variants name (float64 takes PyTorch's path).
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+# What serves a shape of an op other than the default one where nothing tuned does: `vec` at
+# GENERIC_BLOCK with the widest word its family accepts (whole RoPE pairs for the RoPE ops),
+# else `naive` at llm.c's block (results.selection.generic_config serves the default op).
+GENERIC_BLOCK = 256
+GENERIC_VEC_BYTES = (16, 8, 4)
+NAIVE_BLOCK = 128
 
 
 @dataclass
 class Launcher:
-    """One (shape, dtype, device): the kernel's handle, its geometry and its argument block
-    (dinp and dout pointers, then B, T, NH, NH_KV, HD) packed once; a call writes the two
-    pointers and launches."""
+    """One (op, shape, dtype, device): the kernel's handle, its geometry and its argument block
+    (the output's and each input's pointer, then B, T, NH, NH_KV, HD) packed once; a call
+    writes the pointers and launches."""
 
     function: int  # CUfunction
     grid: int
@@ -29,27 +55,29 @@ class Launcher:
     served_from: str  # "exact", "nearest", "raced", "generic"
     _keep: tuple  # the module and ctypes objects the addresses point into
     race: tuple[tuple[str, float], ...] = ()  # (configuration, median ms) when raced
+    op: str = DEFAULT_OP
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
 
-    def __call__(self, dinp_ptr: int, dout_ptr: int, stream: int) -> None:
+    def __call__(self, *pointers: int, stream: int) -> None:
+        """Launch on `stream` with `pointers`: the output's, then each input's (op.inputs order)."""
         from cupy.cuda import driver
 
-        pointers, params = self._keep[1], self._keep[2]
+        slots, params = self._keep[1], self._keep[2]
         with self._lock:  # the argument block is shared; the launch copies it
-            pointers[0].value = dinp_ptr
-            pointers[1].value = dout_ptr
+            for slot, pointer in zip(slots, pointers, strict=True):
+                slot.value = pointer
             driver.launchKernel(self.function, self.grid, 1, 1, self.block, 1, 1, 0, stream, params, 0)
 
 
-def compile_launcher(shape, dtype, config, device: int, served: str) -> Launcher:
-    """Compile config's kernel for (shape, dtype) on the device and pack its arguments."""
+def compile_launcher(shape, dtype, config, device: int, served: str, op: Op | None = None) -> Launcher:
+    """Compile config's kernel (a family of `op`, default repkv_backward) for (shape, dtype) on
+    the device and pack its arguments."""
     import cupy as cp
 
-    from variants import get_family
-
-    family = get_family(config.family)
+    op = op or variants.get_op()
+    family = op.family(config.family)
     expression = family.name_expression(shape, dtype, config)
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
     launch = family.geometry(shape, dtype, config, sm_count)
@@ -59,9 +87,10 @@ def compile_launcher(shape, dtype, config, device: int, served: str) -> Launcher
         )
         kernel = module.get_function(expression)
         function = int(kernel.kernel.ptr)  # CuPy loads the module on the current device
-    pointers = (ctypes.c_void_p(0), ctypes.c_void_p(0))
+    pointers = tuple(ctypes.c_void_p(0) for _ in range(1 + len(op.inputs)))
     ints = [ctypes.c_int(v) for v in (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)]
-    slots = (ctypes.c_void_p * 7)(*(ctypes.addressof(a) for a in (*pointers, *ints)))
+    arguments = (*pointers, *ints)
+    slots = (ctypes.c_void_p * len(arguments))(*(ctypes.addressof(a) for a in arguments))
     return Launcher(
         function=function,
         grid=int(launch.grid),
@@ -70,4 +99,138 @@ def compile_launcher(shape, dtype, config, device: int, served: str) -> Launcher
         config=config,
         served_from=served,
         _keep=(module, pointers, ctypes.addressof(slots), slots, ints, kernel),
+        op=op.name,
     )
+
+
+def generic_config(op: Op, shape: Shape, dtype: DType) -> Config:
+    """The configuration that serves (shape, dtype) of `op` where nothing tuned does: the
+    default op's `results.selection.generic_config`; for another op `vec` at block 256 with
+    the widest word (16, 8, 4 bytes) its family accepts (one that divides HD; whole RoPE pairs
+    for the RoPE ops), else `naive` at block 128. ValueError when neither serves."""
+    from variants import Config
+
+    if op.name == DEFAULT_OP:
+        from results.selection import generic_config as default_generic
+
+        return default_generic(shape, dtype)
+    tried = [
+        Config.of("vec", block=GENERIC_BLOCK, vec_bytes=v, load="plain", store="plain")
+        for v in GENERIC_VEC_BYTES
+        if "vec" in op.families
+    ]
+    reasons = []
+    for config in [*tried, Config.of("naive", block=NAIVE_BLOCK)]:
+        reason = op.family(config.family).rejection(shape, dtype, config)
+        if reason is None:
+            return config
+        reasons.append(f"{config.key}: {reason}")
+    raise ValueError(f"no kernel of {op.name} serves {shape} {dtype.name}: {'; '.join(reasons)}")
+
+
+def runs_on(op: Op, config: Config, compute_capability: int) -> bool:
+    """Whether a GPU of this compute capability (10*major + minor) runs the op's configuration."""
+    family = op.families.get(config.family)
+    return family is not None and family.min_compute_capability <= compute_capability
+
+
+class Launchers:
+    """Launchers per (op, shape, dtype, device index), and the results index they are chosen
+    from (loaded once, on the first CUDA call; each op served from `StoreIndex.for_op`)."""
+
+    def __init__(self, results: Path | None = None) -> None:
+        self.results = results
+        self._by_key: dict[tuple, Launcher] = {}
+        self._index = None
+        self._lock = threading.Lock()
+
+    def index(self):
+        if self._index is None:
+            from results.index import build_index
+            from results.store import load_results, read_dirs
+
+            frame, report = load_results(read_dirs(self.results))
+            self._index = build_index(frame, report)
+        return self._index
+
+    def get(self, key: tuple, op: str = DEFAULT_OP) -> Launcher:
+        """The launcher of `op` for key = ((B, T, NH, NH_KV, HD), dtype name, device index)."""
+        full = key if op == DEFAULT_OP else (op, *key)
+        launcher = self._by_key.get(full)
+        if launcher is None:
+            with self._lock:
+                launcher = self._by_key.get(full) or self._build(op, *key)
+                self._by_key[full] = launcher
+        return launcher
+
+    def _build(self, op_name: str, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> Launcher:
+        from results.selection import shortlist
+        from tuner.gpus import InvalidGpuLabel, default_label
+
+        op = variants.get_op(op_name)
+        shape, dtype = variants.Shape(*shape_tuple), variants.get_dtype(dtype_name)
+        name = torch.cuda.get_device_name(device)
+        try:
+            gpu = default_label(name)
+        except InvalidGpuLabel:
+            gpu = ""
+        # REPKV_L2's rankings where the shape was tuned so (an unknown state: ValueError here)
+        index = self.index().for_op(op.name).in_state(L2)
+        listed = shortlist(index, gpu, shape, dtype, other_gpus=True) if gpu else []
+        major, minor = torch.cuda.get_device_capability(device)
+        listed = [c for c in listed if runs_on(op, c.candidate.config, 10 * major + minor)]  # borrowed ones
+        if not listed:
+            config = generic_config(op, shape, dtype)
+            log.warning(
+                "nothing tuned serves %s %s %s on %s; using %s", op.name, shape, dtype.name, name, config.key
+            )
+            return compile_launcher(shape, dtype, config, device, "generic", op)
+        if listed[0].group.gpu != gpu:
+            log.warning(
+                "no results for %s; using %s's configurations for %s", gpu, listed[0].group.gpu, shape
+            )
+        if op.name != DEFAULT_OP:  # the race times the default op's kernels only: the served one
+            listed = listed[:1]
+        launchers = [compile_launcher(shape, dtype, c.candidate.config, device, c.match, op) for c in listed]
+        if len(launchers) == 1 or not RACE or torch.cuda.is_current_stream_capturing():
+            return launchers[0]
+        return _race(launchers, shape, dtype, device, gpu)
+
+
+LAUNCHERS = Launchers()
+
+
+def tuned(tensor: torch.Tensor) -> bool:
+    """Whether a tuned kernel serves the tensor (a CUDA tensor of a tuned dtype)."""
+    return tensor.is_cuda and tensor.dtype in DTYPE_NAMES
+
+
+def launcher_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, device: int) -> Launcher | None:
+    """The launcher of `op` for shape (B, T, NH, NH_KV, HD), None for an empty batch."""
+    if not shape[0] * shape[1]:
+        return None
+    return LAUNCHERS.get((tuple(shape), DTYPE_NAMES[dtype], device), op)
+
+
+def aligned(tensor: torch.Tensor) -> torch.Tensor:
+    """tensor, contiguous and starting on a 16-byte boundary (a copy where it is not: a view at
+    an odd offset would make a 16-byte load fault)."""
+    from variants.family import ALIGNMENT
+
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    return tensor.clone() if tensor.data_ptr() % ALIGNMENT else tensor
+
+
+def launch(launcher: Launcher | None, device: int, *tensors: torch.Tensor) -> None:
+    """Launch on the device's current stream with the tensors' pointers (output first, then
+    the inputs in op.inputs order); nothing for None (an empty batch)."""
+    if launcher is None:
+        return
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    pointers = [t.data_ptr() for t in tensors]
+    if device == torch._C._cuda_getDevice():
+        launcher(*pointers, stream=stream)
+    else:
+        with torch.cuda.device(device):
+            launcher(*pointers, stream=stream)

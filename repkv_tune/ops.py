@@ -1,29 +1,31 @@
-"""The tuned repkv backward as PyTorch operators, for attention kernels that need K and V
+"""The tuned repkv kernels as PyTorch operators, for attention kernels that need K and V
 replicated to every query head (custom or older kernels, llm.c ports). Attention that
 handles grouped-query itself (`F.scaled_dot_product_attention(..., enable_gqa=True)`) needs
 no replication at all: see the README's step-time table before using this.
 
     from repkv_tune import repkv, repkv_backward
     qkv = proj(x).view(B, T, NH + 2 * NH_KV, HD)
-    q, k, v = repkv(qkv, NH, NH_KV).unbind(2)       # (B, T, 3, NH, HD); backward is tuned
+    q, k, v = repkv(qkv, NH, NH_KV).unbind(2)       # (B, T, 3, NH, HD); forward and backward tuned
     dinp = repkv_backward(dout, NH_KV)               # the backward alone; out= to reuse memory
 
 Both are `torch.library` custom ops (`torch.ops.repkv_tune.repkv`,
 `torch.ops.repkv_tune.repkv_backward`, `torch.ops.repkv_tune.repkv_backward_out`) with fake
 implementations, so `torch.compile(fullgraph=True)` traces through them. On a CUDA tensor
-the backward launches the tuned kernel on `torch.cuda.current_stream()`, into memory from
+each launches its op's tuned kernel (repkv's forward: `repkv_forward`, a plain device copy where
+NH == NH_KV; the backward: `repkv_backward`) on `torch.cuda.current_stream()`, into memory from
 PyTorch's caching allocator, so it runs inside CUDA graph capture. Its configuration is
-`results.selection.select`'s for this GPU (exact, else nearest tuned shape; another GPU's
+`results.selection.select`'s for this GPU and op (exact, else nearest tuned shape; another GPU's
 results only where this one has none; a generic configuration where nothing serves). The
 kernel is compiled (CuPy, NVRTC) and its launch arguments packed on the first call per
 (shape, dtype, device): make that call before capturing a graph, as PyTorch asks of every
 captured operation. CPU and float64 tensors take a plain PyTorch path (for tests and
 gradcheck). This module imports cupy only on a CUDA call; importing it needs torch alone.
 
-A shape nobody tuned races its shortlist on the first call (`tuner.race` decides, from
-CUDA-event timings taken by `repkv_tune.race`; REPKV_RACE=0 turns it off, and nothing races during graph
-capture). With REPKV_RECORD=1 or `record_races()` the race's measurements are written as
-trial rows of this process's own run (`tuner.race_record`), which later loads serve from.
+A shape nobody tuned races its backward's shortlist on the first call (`tuner.race` decides,
+from CUDA-event timings taken by `repkv_tune.race`; REPKV_RACE=0 turns it off, and nothing
+races during graph capture); the forward serves its selected configuration without a race.
+With REPKV_RECORD=1 or `record_races()` the race's measurements are written as trial rows of
+this process's own run (`tuner.race_record`), which later loads serve from.
 
 Configurations are chosen for dout just written by the kernel before, as in a training step
 (each shape's ranking tuned with `python -m tuner --l2 fed` where it has one, its cold one
@@ -33,23 +35,18 @@ elsewhere); REPKV_L2=cold chooses by the cold rankings alone.
 from __future__ import annotations
 
 import logging
-import threading
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
-from repkv_tune.launcher import Launcher, compile_launcher
-from repkv_tune.race import L2, RACE, record_races
-from repkv_tune.race import race as _race
+from repkv_tune import launcher as _launcher
+from repkv_tune.launcher import LAUNCHERS, Launcher  # noqa: F401  (LAUNCHERS: scripts read it)
+from repkv_tune.launcher import Launchers as _Launchers  # noqa: F401  (tests build their own)
+from repkv_tune.race import record_races
 from variants.family import ALIGNMENT
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
-_DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+_DTYPE_NAMES = _launcher.DTYPE_NAMES
 
 
 def _check(dout_shape: tuple[int, ...], NH_KV: int) -> tuple[int, int, int, int, int]:
@@ -77,67 +74,6 @@ def reference_backward(dout: torch.Tensor, NH_KV: int) -> torch.Tensor:
 
 
 # --- the tuned CUDA path ---------------------------------------------------------------------
-class _Launchers:
-    """Launchers per (shape, dtype, device index), and the results index they are chosen
-    from (loaded once, on the first CUDA call)."""
-
-    def __init__(self, results: Path | None = None) -> None:
-        self.results = results
-        self._by_key: dict[tuple, Launcher] = {}
-        self._index = None
-        self._lock = threading.Lock()
-
-    def index(self):
-        if self._index is None:
-            from results.index import build_index
-            from results.store import load_results, read_dirs
-
-            frame, report = load_results(read_dirs(self.results))
-            self._index = build_index(frame, report)
-        return self._index
-
-    def get(self, key: tuple) -> Launcher:
-        launcher = self._by_key.get(key)
-        if launcher is None:
-            with self._lock:
-                launcher = self._by_key.get(key) or self._build(*key)
-                self._by_key[key] = launcher
-        return launcher
-
-    def _build(self, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> Launcher:
-        from results.selection import generic_config, shortlist
-        from tuner.gpus import InvalidGpuLabel, default_label
-        from variants import Shape, get_dtype, runs_on
-
-        shape, dtype = Shape(*shape_tuple), get_dtype(dtype_name)
-        name = torch.cuda.get_device_name(device)
-        try:
-            gpu = default_label(name)
-        except InvalidGpuLabel:
-            gpu = ""
-        # REPKV_L2's rankings where the shape was tuned so (an unknown state: ValueError here)
-        index = self.index().in_state(L2)
-        listed = shortlist(index, gpu, shape, dtype, other_gpus=True) if gpu else []
-        major, minor = torch.cuda.get_device_capability(device)
-        listed = [c for c in listed if runs_on(c.candidate.config, 10 * major + minor)]  # borrowed ones
-        if not listed:
-            config = generic_config(shape, dtype)
-            log.warning("nothing tuned serves %s %s on %s; using %s", shape, dtype.name, name, config.key)
-            return compile_launcher(shape, dtype, config, device, "generic")
-        if listed[0].group.gpu != gpu:
-            log.warning(
-                "no results for %s; using %s's configurations for %s", gpu, listed[0].group.gpu, shape
-            )
-        launchers = [compile_launcher(shape, dtype, c.candidate.config, device, c.match) for c in listed]
-        if len(launchers) == 1 or not RACE or torch.cuda.is_current_stream_capturing():
-            return launchers[0]
-        return _race(launchers, shape, dtype, device, gpu)
-
-
-# Race the shortlisted configurations of an untuned shape on its first call (REPKV_RACE=0: no).
-LAUNCHERS = _Launchers()
-
-
 # (dout shape, dtype, device index, NH_KV) -> (launcher or None for B*T = 0, dinp shape): what
 # a call needs once its arguments were checked, found with one dictionary lookup.
 _PLANS: dict[tuple, tuple[Launcher | None, tuple[int, int, int, int]]] = {}
@@ -150,31 +86,19 @@ def _plan(dout: torch.Tensor, NH_KV: int, device: int) -> tuple[Launcher | None,
         B, T, NH, NH_KV, HD = _check(tuple(dout.shape), NH_KV)
         launcher = None
         if B * T:
-            launcher = LAUNCHERS.get(((B, T, NH, NH_KV, HD), _DTYPE_NAMES[dout.dtype], device))
+            launcher = _launcher.LAUNCHERS.get(((B, T, NH, NH_KV, HD), _DTYPE_NAMES[dout.dtype], device))
         found = _PLANS.setdefault(key, (launcher, (B, T, NH + 2 * NH_KV, HD)))
     return found
 
 
-def _launch(launcher: Launcher | None, dinp: torch.Tensor, dout: torch.Tensor, device: int) -> None:
-    if launcher is None:
-        return
-    stream = torch._C._cuda_getCurrentRawStream(device)
-    if device == torch._C._cuda_getDevice():
-        launcher(dinp.data_ptr(), dout.data_ptr(), stream)
-    else:
-        with torch.cuda.device(device):
-            launcher(dinp.data_ptr(), dout.data_ptr(), stream)
-
-
-def _tuned(dout: torch.Tensor) -> bool:
-    return dout.is_cuda and dout.dtype in _DTYPE_NAMES
+_tuned = _launcher.tuned
 
 
 def _backward_into(dinp: torch.Tensor, dout: torch.Tensor, NH_KV: int) -> None:
     if _tuned(dout):
         dout = _aligned(dout)
         device = dout.get_device()
-        _launch(_plan(dout, NH_KV, device)[0], dinp, dout, device)
+        _launcher.launch(_plan(dout, NH_KV, device)[0], device, dinp, dout)
     else:
         dinp.copy_(reference_backward(dout, NH_KV))
 
@@ -194,12 +118,7 @@ def _check_out(out: torch.Tensor, dout: torch.Tensor, expected: tuple[int, ...])
         )
 
 
-def _aligned(dout: torch.Tensor) -> torch.Tensor:
-    """dout, contiguous and starting on a 16-byte boundary (a copy where it is not: a view at an
-    odd offset would make a 16-byte load fault)."""
-    if not dout.is_contiguous():
-        dout = dout.contiguous()
-    return dout.clone() if dout.data_ptr() % ALIGNMENT else dout
+_aligned = _launcher.aligned
 
 
 def _eager_ok(dout: torch.Tensor) -> bool:
@@ -222,7 +141,7 @@ def _eager_backward(dout: torch.Tensor, NH_KV: int, out: torch.Tensor | None) ->
         out = dout.new_empty(shape)
     else:
         _check_out(out, dout, shape)
-    _launch(launcher, out, dout, device)
+    _launcher.launch(launcher, device, out, dout)
     return out
 
 
@@ -285,11 +204,28 @@ def _gather_index(NH: int, NH_KV: int, device: torch.device) -> torch.Tensor:
     return index
 
 
-@torch.library.custom_op("repkv_tune::repkv", mutates_args=())
-def _repkv(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
+def reference_forward(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
+    """(B, T, 3, NH, HD): q, each K and V head repeated NH / NH_KV times (one index_select)."""
     _check_qkv(tuple(qkv.shape), NH, NH_KV)
     B, T, _, HD = qkv.shape
     return qkv.index_select(2, _gather_index(NH, NH_KV, qkv.device)).view(B, T, 3, NH, HD)
+
+
+@torch.library.custom_op("repkv_tune::repkv", mutates_args=())
+def _repkv(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
+    if not _tuned(qkv):
+        return reference_forward(qkv, NH, NH_KV)
+    _check_qkv(tuple(qkv.shape), NH, NH_KV)
+    B, T, _, HD = qkv.shape
+    out = qkv.new_empty((B, T, 3, NH, HD))
+    if NH == NH_KV:  # nothing to replicate: the same bytes, copied on the current stream
+        out.view(qkv.shape).copy_(qkv)
+        return out
+    qkv = _aligned(qkv)
+    device = qkv.get_device()
+    launcher = _launcher.launcher_for("repkv_forward", (B, T, NH, NH_KV, HD), qkv.dtype, device)
+    _launcher.launch(launcher, device, out, qkv)
+    return out
 
 
 @_repkv.register_fake
@@ -312,18 +248,30 @@ torch.library.register_autograd("repkv_tune::repkv", _repkv_grad, setup_context=
 
 def repkv(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
     """llm.c's repkv forward: (B, T, NH + 2*NH_KV, HD) -> (B, T, 3, NH, HD) with each K and V
-    head replicated NH / NH_KV times; its backward is the tuned repkv backward."""
+    head replicated NH / NH_KV times. On CUDA (fp32, bf16, fp16) the tuned repkv_forward kernel
+    (a bit-exact copy); its backward is the tuned repkv backward."""
     return torch.ops.repkv_tune.repkv(qkv, NH, NH_KV)
 
 
 def served(
-    shape: tuple[int, int, int, int, int], dtype: torch.dtype, device: int = 0
+    shape: tuple[int, int, int, int, int],
+    dtype: torch.dtype,
+    device: int = 0,
+    op: str = _launcher.DEFAULT_OP,
 ) -> tuple[str, str, tuple[tuple[str, float], ...]]:
     """(configuration key, how it was chosen: "exact" | "nearest" | "raced" | "generic", the
-    race's (configuration, median ms) if one was run) of the backward for (B, T, NH, NH_KV,
-    HD) on this CUDA device, compiling (and racing) it if needed."""
-    launcher = LAUNCHERS.get((tuple(shape), _DTYPE_NAMES[dtype], device))
+    race's (configuration, median ms) if one was run) of `op`'s kernel (default: the repkv
+    backward; any of variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling
+    (and, for the backward, racing) it if needed."""
+    launcher = _launcher.LAUNCHERS.get((tuple(shape), _DTYPE_NAMES[dtype], device), op)
     return launcher.config_key, launcher.served_from, launcher.race
 
 
-__all__ = ["record_races", "reference_backward", "repkv", "repkv_backward", "served"]
+__all__ = [
+    "record_races",
+    "reference_backward",
+    "reference_forward",
+    "repkv",
+    "repkv_backward",
+    "served",
+]

@@ -2,8 +2,9 @@
 timed on the device (fresh random dout, L2 flushed before every call and the GPU held
 RACE_HOLD_US after it, as the tuner times; median of RACE_REPS x RACE_ROUNDS, interleaved), the
 decision left to `tuner.race`, and, where the user allows it, the measurements recorded as trial
-rows of this process's own run (`tuner.race_record`). `repkv_tune.ops` calls `race` once
-per (shape, dtype, device) and keeps the winner."""
+rows of this process's own run (`tuner.race_record`). `repkv_tune.launcher` calls `race` once
+per (shape, dtype, device) and keeps the winner. The race times the default op (repkv backward:
+dout in, dinp out); the other ops serve their selected configuration without a race."""
 
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ class _RaceBench:
         return samples
 
     def launch(self, launcher: Launcher) -> None:
-        launcher(self.dinp.data_ptr(), self.dout.data_ptr(), self.stream.cuda_stream)
+        launcher(self.dinp.data_ptr(), self.dout.data_ptr(), stream=self.stream.cuda_stream)
 
     def time(self, launcher: Launcher) -> list[float]:
         return self.samples(lambda: self.launch(launcher))

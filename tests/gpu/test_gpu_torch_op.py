@@ -1,6 +1,8 @@
 """The PyTorch operators on a GPU: the tuned backward against PyTorch's autograd of HF-style
 repeat_kv, inside CUDA graph capture, on a side stream, on device 1, under torch.compile; the
-race of an untuned shape and its recording."""
+race of an untuned shape and its recording; the tuned forward (repkv_forward) bit for bit
+against index_select; rope_repkv's fused kernels against the float64 references within their
+op's tolerance, eager, under CUDA graph capture and inside torch.compile(fullgraph=True)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,23 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from repkv_tune import launcher as op_launcher  # noqa: E402
 from repkv_tune import ops as torch_op  # noqa: E402
 from repkv_tune import race as op_race  # noqa: E402
-from repkv_tune.ops import reference_backward, repkv, repkv_backward, served  # noqa: E402
+from repkv_tune.ops import reference_backward, reference_forward, repkv, repkv_backward, served  # noqa: E402
+from repkv_tune.rope import (  # noqa: E402
+    precompute_freqs_cis,
+    reference_repkv_rope_backward,
+    reference_rope_repkv,
+    repkv_rope_backward,
+    rope_repkv,
+)
 from results.schema import COPY_FASTEST  # noqa: E402
 from results.store import load_results  # noqa: E402
 from tuner.gpus import default_label  # noqa: E402
 from tuner.race import RACE_MARGIN  # noqa: E402
+from variants import DTYPES as VARIANT_DTYPES  # noqa: E402
+from variants import Shape, get_op  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -149,7 +161,7 @@ def recording(monkeypatch, tmp_path: Path) -> Path:
     """Races record under tmp_path/rows for this test only; launchers chosen afresh from the
     bundled results alone (an empty user directory), so the untuned shape races again."""
     monkeypatch.setattr(op_race, "_RECORD", None)
-    monkeypatch.setattr(torch_op, "LAUNCHERS", torch_op._Launchers(tmp_path / "no-user-results"))
+    monkeypatch.setattr(op_launcher, "LAUNCHERS", op_launcher.Launchers(tmp_path / "no-user-results"))
     monkeypatch.setattr(torch_op, "_PLANS", {})
     torch_op.record_races(directory=tmp_path / "rows")
     return tmp_path / "rows"
@@ -178,7 +190,7 @@ def test_a_recorded_race_writes_the_measurements_as_rows_of_its_own_run(recordin
 def test_a_recorded_shape_is_served_exactly_by_the_next_process(recording: Path) -> None:
     _, how, race = served(UNTUNED, torch.bfloat16)
     assert how == "raced"
-    fresh = torch_op._Launchers(recording)
+    fresh = op_launcher.Launchers(recording)
     launcher = fresh.get((UNTUNED, "bf16", 0))
     # the index serves the fastest recorded median (the race's margin no longer applies)
     fastest = min(race, key=lambda entry: entry[1])[0]
@@ -251,3 +263,115 @@ def test_the_op_serves_shapes_tuned_fed_their_fed_winner_unless_repkv_l2_is_cold
         assert result.stdout.splitlines() == [str((first, "exact")), str((large_key, "exact"))], changed
     bad = run(REPKV_L2="warm")
     assert bad.returncode != 0 and "unknown L2 state 'warm'" in bad.stderr
+
+
+# --- the tuned forward, and RoPE fused in ---------------------------------------------------
+NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+# (B, T, NH, NH_KV, HD): the seed layout, MQA, HD 72, nrep 3 with HD 6 (a narrow word)
+ROPE_SHAPES = [(8, 1024, 32, 8, 128), (3, 100, 8, 1, 64), (1, 77, 12, 4, 72), (2, 33, 9, 3, 6)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [*SHAPES, (2, 33, 9, 3, 6), (1, 5, 4, 2, 3)], ids=str)
+def test_the_forward_is_the_tuned_kernel_and_equals_index_select_bit_for_bit(shape, dtype) -> None:
+    B, T, NH, NH_KV, HD = shape
+    qkv = torch.randn(B, T, NH + 2 * NH_KV, HD, device="cuda", dtype=dtype)
+    out = repkv(qkv, NH, NH_KV)
+    assert torch.equal(out, reference_forward(qkv, NH, NH_KV))
+    launched = ("repkv_forward", shape, NAMES[dtype], 0) in op_launcher.LAUNCHERS._by_key
+    assert launched == (NH != NH_KV)  # NH == NH_KV: a plain device copy
+    flat = torch.randn(qkv.numel() + 1, device="cuda", dtype=dtype)
+    odd = flat[1:].view(qkv.shape)  # not on a 16-byte boundary: copied first
+    assert torch.equal(repkv(odd, NH, NH_KV), reference_forward(odd, NH, NH_KV))
+    strided = torch.randn(B, T, NH + 2 * NH_KV, HD + 2, device="cuda", dtype=dtype)[..., :HD]
+    assert torch.equal(repkv(strided, NH, NH_KV), reference_forward(strided, NH, NH_KV))
+
+
+def assert_within_op_tolerance(
+    op_name: str, got: torch.Tensor, expected: torch.Tensor, x: torch.Tensor
+) -> None:
+    shape = Shape(got.shape[0], got.shape[1], *_heads(op_name, got, x))
+    atol, rtol = get_op(op_name).tolerance(VARIANT_DTYPES[NAMES[got.dtype]], shape, float(x.abs().max()))
+    torch.testing.assert_close(got.double(), expected, atol=atol, rtol=rtol)
+
+
+def _heads(op_name: str, got: torch.Tensor, x: torch.Tensor) -> tuple[int, int, int]:
+    """(NH, NH_KV, HD) from the forward's out (B, T, 3, NH, HD) and qkv, or the backward's
+    dinp (B, T, NH + 2*NH_KV, HD) and dout (B, T, 3, NH, HD)."""
+    if op_name == "rope_repkv_forward":
+        NH, HD = got.shape[3], got.shape[4]
+        return NH, (x.shape[2] - NH) // 2, HD
+    NH, HD = x.shape[3], x.shape[4]
+    return NH, (got.shape[2] - NH) // 2, HD
+
+
+def rope_inputs(shape, dtype):
+    B, T, NH, NH_KV, HD = shape
+    qkv = torch.randn(B, T, NH + 2 * NH_KV, HD, device="cuda", dtype=dtype)
+    return qkv, precompute_freqs_cis(HD, T, dtype=dtype, device="cuda")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", ROPE_SHAPES, ids=str)
+def test_rope_repkv_forward_and_backward_meet_the_ops_tolerance(shape, dtype) -> None:
+    B, T, NH, NH_KV, HD = shape
+    qkv, freqs = rope_inputs(shape, dtype)
+    qkv.requires_grad_(True)
+    out = rope_repkv(qkv, freqs, NH, NH_KV)
+    assert out.shape == (B, T, 3, NH, HD) and out.dtype == dtype
+    expected = reference_rope_repkv(qkv.detach().double(), freqs.double(), NH, NH_KV)
+    assert_within_op_tolerance("rope_repkv_forward", out.detach(), expected, qkv.detach())
+    grad = torch.randn_like(out)
+    (dinp,) = torch.autograd.grad(out, qkv, grad)
+    expected = reference_repkv_rope_backward(grad.double(), freqs.double(), NH_KV)
+    assert_within_op_tolerance("repkv_rope_backward", dinp, expected, grad)
+    for op_name in ("rope_repkv_forward", "repkv_rope_backward"):
+        key, how, race = served(shape, dtype, op=op_name)
+        assert how in ("exact", "nearest", "generic") and not race, (op_name, key)
+
+
+def test_rope_repkv_under_cuda_graph_capture_and_replay() -> None:
+    shape = (2, 512, 32, 8, 128)
+    B, T, NH, NH_KV, HD = shape
+    qkv, freqs = rope_inputs(shape, torch.bfloat16)
+    dout = torch.randn(B, T, 3, NH, HD, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compile and pack before capture
+        rope_repkv(qkv, freqs, NH, NH_KV)
+        repkv_rope_backward(dout, freqs, NH_KV)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = rope_repkv(qkv, freqs, NH, NH_KV)
+        dinp = repkv_rope_backward(dout, freqs, NH_KV)
+    for _ in range(3):
+        qkv.copy_(torch.randn_like(qkv))
+        dout.copy_(torch.randn_like(dout))
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = reference_rope_repkv(qkv.double(), freqs.double(), NH, NH_KV)
+        assert_within_op_tolerance("rope_repkv_forward", out, expected, qkv)
+        expected = reference_repkv_rope_backward(dout.double(), freqs.double(), NH_KV)
+        assert_within_op_tolerance("repkv_rope_backward", dinp, expected, dout)
+
+
+def test_rope_repkv_inside_torch_compile_fullgraph() -> None:
+    shape = (2, 128, 32, 8, 128)
+    B, T, NH, NH_KV, HD = shape
+    qkv, freqs = rope_inputs(shape, torch.bfloat16)
+    qkv.requires_grad_(True)
+    weights = torch.randn(B, T, 3, NH, HD, device="cuda", dtype=torch.float32)
+
+    def step(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        return (rope_repkv(x, f, NH, NH_KV).float() * weights).sum()
+
+    twin = qkv.detach().clone().requires_grad_(True)
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, dynamic=False)
+    compiled(qkv, freqs).backward()
+    step(twin, freqs).backward()
+    torch.testing.assert_close(qkv.grad, twin.grad)
+    dout = weights.bfloat16()  # the gradient that reaches the fused backward
+    expected = reference_repkv_rope_backward(dout.double(), freqs.double(), NH_KV)
+    assert_within_op_tolerance("repkv_rope_backward", qkv.grad, expected, dout)

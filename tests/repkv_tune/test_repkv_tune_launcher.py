@@ -1,0 +1,179 @@
+"""repkv_tune.launcher without a GPU: the one selection path for every op (the op's index,
+families and generic configuration; the race for the default op only), with the device,
+the compiler and the race faked."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from repkv_tune import launcher as L  # noqa: E402
+from variants import DTYPES, OPS, Config, Shape, get_op  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("op", "shape", "dtype", "expected"),
+    [
+        (
+            "rope_repkv_forward",
+            (2, 64, 32, 8, 128),
+            "bf16",
+            "vec[block=256,load=plain,store=plain,vec_bytes=16]",
+        ),
+        (
+            "repkv_rope_backward",
+            (2, 64, 32, 8, 2),
+            "fp32",
+            "vec[block=256,load=plain,store=plain,vec_bytes=8]",
+        ),
+        (
+            "repkv_rope_backward",
+            (2, 64, 32, 8, 2),
+            "bf16",
+            "vec[block=256,load=plain,store=plain,vec_bytes=4]",
+        ),
+        ("repkv_forward", (2, 64, 32, 8, 128), "fp32", "vec[block=256,load=plain,store=plain,vec_bytes=16]"),
+        ("repkv_forward", (2, 64, 32, 8, 6), "bf16", "vec[block=256,load=plain,store=plain,vec_bytes=4]"),
+        ("repkv_forward", (2, 64, 32, 8, 3), "bf16", "naive[block=128]"),
+        ("rope_repkv_forward", (1, 5, 4, 2, 6), "fp16", "vec[block=256,load=plain,store=plain,vec_bytes=4]"),
+    ],
+)
+def test_the_generic_configuration_of_each_op(op, shape, dtype, expected) -> None:
+    config = L.generic_config(get_op(op), Shape(*shape), DTYPES[dtype])
+    assert config.key == expected
+    # it serves: the op's family compiles it for the shape
+    get_op(op).family(config.family).name_expression(Shape(*shape), DTYPES[dtype], config)
+
+
+def test_the_default_ops_generic_configuration_is_the_selections() -> None:
+    from results.selection import generic_config
+
+    shape, dtype = Shape(2, 64, 32, 8, 72), DTYPES["bf16"]
+    assert L.generic_config(get_op(), shape, dtype) == generic_config(shape, dtype)
+
+
+def test_an_odd_hd_has_no_rope_kernel() -> None:
+    with pytest.raises(ValueError, match="no kernel of rope_repkv_forward serves"):
+        L.generic_config(get_op("rope_repkv_forward"), Shape(1, 2, 2, 1, 5), DTYPES["fp32"])
+
+
+def test_runs_on_reads_the_ops_own_families() -> None:
+    op = get_op("repkv_forward")
+    assert L.runs_on(op, Config.of("replicate", block=256), 80)  # no such family in repkv_backward
+    assert not L.runs_on(op, Config.of("bulk", block=256), 90)
+    assert not L.runs_on(get_op(), Config.of("bulk", block=256), 80)  # bulk needs sm_90
+
+
+@pytest.fixture
+def fake_device(monkeypatch, tmp_path):
+    """An H200 that compiles nothing: compile_launcher and the race recorded, not run."""
+    compiled, raced = [], []
+
+    def compile_launcher(shape, dtype, config, device, served, op=None):
+        op = op or get_op()
+        compiled.append((op.name, config.key, served))
+        return L.Launcher(
+            function=0,
+            grid=1,
+            block=1,
+            config_key=config.key,
+            config=config,
+            served_from=served,
+            _keep=(),
+            op=op.name,
+        )
+
+    def race(launchers, shape, dtype, device, gpu):
+        raced.append([lch.config_key for lch in launchers])
+        return launchers[-1]
+
+    monkeypatch.setattr(L, "compile_launcher", compile_launcher)
+    monkeypatch.setattr(L, "_race", race)
+    monkeypatch.setattr(L, "RACE", True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    return L.Launchers(tmp_path / "no-user-results"), compiled, raced
+
+
+def test_every_op_is_chosen_from_its_own_index(fake_device) -> None:
+    """Each op's tuned shape is served exactly, with the winner of that op's own index."""
+    from repkv_tune.race import L2
+
+    launchers, compiled, raced = fake_device
+    tuned_key = ((8, 1024, 32, 8, 128), "bf16", 0)
+    default = launchers.get(tuned_key)  # the bundled seed shape
+    assert default.served_from == "exact" and default.op == "repkv_backward" and not raced
+    index = launchers.index()
+    built = {}
+    for op in OPS:
+        if op == "repkv_backward":
+            continue
+        groups = index.for_op(op).in_state(L2).groups
+        shape = next(key[1] for key in sorted(groups) if key[0] == "h200" and key[2] == "bf16")
+        launcher = built[op] = launchers.get((shape, "bf16", 0), op)
+        assert (launcher.op, launcher.served_from) == (op, "exact")
+        assert launcher.config_key == groups[("h200", shape, "bf16")].best.config_key
+        assert launcher.config.family in get_op(op).families
+        assert launchers.get((shape, "bf16", 0), op) is launcher  # kept per (op, shape, dtype, device)
+        nearest = launchers.get(((3, 1000, 32, 8, 128), "bf16", 0), op)  # untuned: no race
+        assert (nearest.op, nearest.served_from, nearest.race) == (op, "nearest", ())
+    assert not raced and len(compiled) == 1 + 2 * len(built)
+    assert launchers.get(tuned_key) is default
+
+
+def test_an_op_with_nothing_tuned_near_serves_its_generic_configuration(fake_device, monkeypatch) -> None:
+    import results.selection
+
+    launchers, compiled, raced = fake_device
+    monkeypatch.setattr(results.selection, "shortlist", lambda *args, **kwargs: [])
+    before = len(compiled)
+    for op, shape, dtype, key in (
+        (
+            "rope_repkv_forward",
+            (2, 64, 32, 8, 128),
+            "bf16",
+            "vec[block=256,load=plain,store=plain,vec_bytes=16]",
+        ),
+        (
+            "repkv_rope_backward",
+            (2, 64, 32, 8, 2),
+            "fp32",
+            "vec[block=256,load=plain,store=plain,vec_bytes=8]",
+        ),
+        ("repkv_forward", (2, 64, 32, 8, 3), "bf16", "naive[block=128]"),
+    ):
+        launcher = launchers.get((shape, dtype, 0), op)
+        assert (launcher.op, launcher.served_from, launcher.config_key) == (op, "generic", key)
+    assert not raced and len(compiled) == before + 3
+
+
+def test_an_untuned_shape_races_for_the_default_op_only(fake_device, monkeypatch) -> None:
+    import results.selection
+
+    launchers, compiled, raced = fake_device
+    untuned = ((3, 1000, 32, 8, 128), "bf16", 0)
+    assert launchers.get(untuned).served_from == "nearest" and len(raced) == 1 and len(raced[0]) >= 2
+
+    config = get_op("rope_repkv_forward").baseline
+    other = Config.of("vec", block=128, vec_bytes=16, load="plain", store="plain")
+    listed = [
+        SimpleNamespace(
+            candidate=SimpleNamespace(config=c), group=SimpleNamespace(gpu="h200"), match="nearest"
+        )
+        for c in (other, config)
+    ]
+    seen = []
+
+    def shortlist(index, gpu, shape, dtype, other_gpus=False):
+        seen.append(index.op)
+        return listed
+
+    monkeypatch.setattr(results.selection, "shortlist", shortlist)
+    launcher = launchers.get(untuned, "rope_repkv_forward")
+    assert seen == ["rope_repkv_forward"] and len(raced) == 1  # the served one, no race
+    assert (launcher.config_key, launcher.served_from) == (other.key, "nearest")
+    assert compiled[-1] == ("rope_repkv_forward", other.key, "nearest")
