@@ -38,7 +38,7 @@ import logging
 
 import torch
 
-from repkv_tune import launcher as _launcher
+import repkv_tune.launcher as _launcher
 from repkv_tune.launcher import LAUNCHERS, Launcher  # noqa: F401  (LAUNCHERS: scripts read it)
 from repkv_tune.launcher import Launchers as _Launchers  # noqa: F401  (tests build their own)
 from repkv_tune.race import record_races

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from repkv_tune import launcher as _launcher
+import repkv_tune.launcher as _launcher
 from repkv_tune.ops import _check, _check_qkv, reference_backward, reference_forward
 
 THETA = 500000.0  # Llama 3's rope_theta, llm.c's default
