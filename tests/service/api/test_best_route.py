@@ -117,7 +117,7 @@ def test_with_or_without_gpu_the_response_has_one_shape(client: TestClient) -> N
     every = client.get("/best", params={"B": 4, "T": 1024, "dtype": "bf16"}).json()
     one = client.get("/best", params={"B": 4, "T": 1024, "dtype": "bf16", "gpu": "h200"}).json()
     for body in (every, one):
-        assert set(body) == {"shape", "dtype", "answers"}
+        assert set(body) == {"op", "shape", "dtype", "answers"} and body["op"] == "repkv_backward"
         assert body["shape"] == {"B": 4, "T": 1024, "NH": 32, "NH_KV": 8, "HD": 128}
         assert body["dtype"] == "bf16"
     assert len(one["answers"]) == 1 and one["answers"][0] == every["answers"][1]
