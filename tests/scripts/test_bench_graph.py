@@ -12,17 +12,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_graph import (  # noqa: E402
+from bench_graph_parts.arithmetic import (  # noqa: E402
     held_measures,
-    leaders,
     median_round,
     merged,
     per_call_us,
-    plain_twin,
     relative,
     slow_share,
-    small_shapes,
 )
+from bench_graph_parts.selection import leaders, plain_twin, small_shapes  # noqa: E402
 
 from tuner.timing_stats import Windows  # noqa: E402
 from variants import Shape  # noqa: E402
