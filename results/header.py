@@ -1,7 +1,12 @@
-"""Export one GPU's winners as a self-contained CUDA header for llm.c (`llmc/repkv.cuh`'s
-`repkv_backward(dinp, dout, B, T, NH, NH_KV, HD)`), or as the same table in JSON.
+"""Export one GPU's winners as a self-contained CUDA header for llm.c, a drop-in for
+`llmc/repkv.cuh` (`repkv_forward`, `repkv_backward`) with the fused RoPE pair
+(`rope_repkv_forward`, `repkv_rope_backward`), or as the same tables in JSON.
 
-The table holds one row per tuned (dtype, NH, NH_KV, HD, B*T) of the GPU: the configuration
+Each op (`variants.OPS`) has its own table (`export_table` over `StoreIndex.for_op(op)`;
+`export_header` gathers them); an op without tuned rows on the GPU gets an empty one and is
+served by its generic chain (`results.header_fallback.generic_table`). What follows holds per op.
+
+A table holds one row per tuned (dtype, NH, NH_KV, HD, B*T) of the GPU: the configuration
 `results.selection.select` serves for that tuned shape, or, where that is of a family whose
 grid is not a function of B*T alone (bulk's depends on the GPU), the fastest of that shape
 whose grid is.
@@ -9,9 +14,10 @@ Kernels depend on B and T only through B*T, so where two tuned shapes share a B*
 (B, T) order is kept. At run time the header applies the rule of `GET /best` within the rows of
 the requested dtype and head layout (tier 0): the row of the same B*T, else the nearest by
 |log2(B*T / B'*T')| (ties to the earlier row), skipping a row whose kernel cannot serve that B*T
-(its index type or CUDA's grid limit). A shape whose dtype and head layout were never tuned gets
-the layout rule's choice for its (nrep, HD) class, fitted on the store at export time
-(`results.header_fallback`), never one fixed configuration.
+(its index type or CUDA's grid limit). A shape whose dtype and head layout were never tuned gets,
+for repkv_backward, the layout rule's choice for its (nrep, HD) class, fitted on the store at
+export time (`results.header_fallback`), never one fixed configuration; for the other ops their
+generic chain (vec at block 256, widest word first, then naive at block 128).
 
 A row's launch is data, not code: grid = sum over its terms (scale, a, b) of
 scale * ceil(B*T*a / b) (the family's `grid_terms`), and its kernel instantiations are listed
@@ -39,6 +45,8 @@ from variants.family import grid_size
 
 # B*T past which no row is asked about: far beyond any memory (2^40 tokens).
 MAX_TOKENS = 2**40
+# Plan.kernel where no kernel serves the shape (a RoPE op's odd HD): the header refuses it.
+NO_KERNEL = -(2**31) + 1
 
 
 class ExportError(RepkvTuneError, ValueError):
@@ -72,6 +80,7 @@ class Row:
 
 @dataclass(frozen=True)
 class ExportTable:
+    op: str  # variants.OPS
     gpu: str
     measured_gpu: str
     gpu_names: tuple[str, ...]
@@ -87,6 +96,23 @@ class ExportTable:
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class HeaderExport:
+    """Every op's table for one GPU: what one header holds."""
+
+    gpu: str
+    generated: str
+    tables: dict[str, ExportTable]  # op -> its table, in variants.OPS order
+
+    def as_json(self) -> str:
+        body = {
+            "gpu": self.gpu,
+            "generated": self.generated,
+            "ops": {o: asdict(t) for o, t in self.tables.items()},
+        }
+        return json.dumps(body, indent=2, sort_keys=False)
 
 
 def _layout_shape(row_shape: Shape, tokens: int) -> Shape:
@@ -150,7 +176,8 @@ def _grid_terms(choice: Choice) -> tuple[GridTerm, ...] | None:
 def export_table(
     index: StoreIndex, gpu: str, dtypes: Sequence[str] | None = None, other_gpus: bool = False
 ) -> ExportTable:
-    """The winners of `gpu` (through the one GPU fallback policy) as header rows."""
+    """The winners of `gpu` (through the one GPU fallback policy) of the index's op as header rows."""
+    op = variants.get_op(index.op)
     labels = source_gpus(index, gpu, other_gpus)
     if not labels:
         available = ", ".join(index.available_gpus()) or "none"
@@ -205,29 +232,90 @@ def export_table(
             )
         )
     summary = index.gpus.get(measured)
-    fallback = fallback_table(groups)
-    generic = {k.config_key.split("[")[0] for kernels in fallback.kernels.values() for k in kernels}
-    used = sorted({r.family for r in rows} | generic)
+    fallback = fallback_table(groups, op)
+    used = sorted({r.family for r in rows} | _generic_families(fallback))
     return ExportTable(
+        op=op.name,
         gpu=gpu,
         measured_gpu=measured,
         gpu_names=summary.gpu_names if summary else (),
         compute_capability=summary.compute_capability if summary else None,
         measured_from=min(times).date().isoformat() if times else None,
         measured_to=max(times).date().isoformat() if times else None,
-        source_hashes={name: variants.get_family(name).source_hash for name in used},
+        source_hashes={name: op.family(name).source_hash for name in used},
         stale_sources=tuple(sorted(stale)),
         runner_up_rows=demoted,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated=_now(),
         rows=tuple(rows),
         fallback=fallback,
     )
 
 
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _generic_families(fallback: FallbackTable) -> set[str]:
+    return {k.config.family for kernels in fallback.kernels.values() for k in kernels}
+
+
+def generic_export(op_name: str, gpu: str) -> ExportTable:
+    """The table of an op without tuned rows: its generic chain serves every shape."""
+    op = variants.get_op(op_name)
+    fallback = fallback_table((), op)
+    return ExportTable(
+        op=op.name,
+        gpu=gpu,
+        measured_gpu=gpu,
+        gpu_names=(),
+        compute_capability=None,
+        measured_from=None,
+        measured_to=None,
+        source_hashes={name: op.family(name).source_hash for name in sorted(_generic_families(fallback))},
+        stale_sources=(),
+        generated=_now(),
+        runner_up_rows=0,
+        rows=(),
+        fallback=fallback,
+    )
+
+
+def export_header(
+    index: StoreIndex,
+    gpu: str,
+    dtypes: Sequence[str] | None = None,
+    other_gpus: bool = False,
+    l2: str = L2_COLD,
+) -> HeaderExport:
+    """Every op's table for `gpu` (`export_table` over the op's index in L2 state `l2`); an op
+    without rows there gets `generic_export`. ExportError only where no op has any."""
+    tables: dict[str, ExportTable] = {}
+    errors: dict[str, str] = {}
+    for name in variants.OPS:
+        try:
+            tables[name] = export_table(index.for_op(name).in_state(l2), gpu, dtypes, other_gpus)
+        except ExportError as exc:
+            errors[name] = str(exc)
+    if not tables:
+        reasons = set(errors.values())
+        raise ExportError(
+            reasons.pop() if len(reasons) == 1 else "; ".join(f"{o}: {e}" for o, e in errors.items())
+        )
+    full = {name: tables.get(name) or generic_export(name, gpu) for name in variants.OPS}
+    return HeaderExport(gpu=gpu, generated=_now(), tables=full)
+
+
+def complete(table: ExportTable) -> HeaderExport:
+    """One op's table in a whole header: the other ops served by their generic chains."""
+    tables = {name: table if name == table.op else generic_export(name, table.gpu) for name in variants.OPS}
+    return HeaderExport(gpu=table.gpu, generated=table.generated, tables=tables)
+
+
 @dataclass(frozen=True)
 class Plan:
-    """The header's dispatch decision, as `repkv_tuned::plan` makes it (kernel >= 0: row
-    kernel // 2, instantiation kernel % 2; kernel < 0: generic number -1 - kernel)."""
+    """The header's dispatch decision, as `repkv_tuned::op_<op>::plan` makes it (kernel >= 0:
+    row kernel // 2, instantiation kernel % 2; kernel < 0: generic number -1 - kernel;
+    NO_KERNEL: none serves)."""
 
     kernel: int
     row: int
@@ -236,8 +324,8 @@ class Plan:
 
 
 def plan(table: ExportTable, dtype: str, shape: Shape) -> Plan:
-    """What the exported header launches for (dtype, shape): the specification that the C++
-    dispatcher is tested against."""
+    """What the exported header launches for (dtype, shape) of the table's op: the
+    specification that the C++ dispatcher is tested against."""
     tokens = shape.tokens
     best: Plan | None = None
     best_distance = 0.0
@@ -255,5 +343,8 @@ def plan(table: ExportTable, dtype: str, shape: Shape) -> Plan:
                 break
     if best is not None:
         return best
-    n, grid, block = fallback_plan(table.fallback, variants.get_dtype(dtype), shape)
+    found = fallback_plan(table.fallback, variants.get_dtype(dtype), shape)
+    if found is None:
+        return Plan(NO_KERNEL, -1, 0, 0)
+    n, grid, block = found
     return Plan(-1 - n, -1, grid, block)

@@ -1,4 +1,6 @@
-"""`python -m tuner export`: one GPU's winners as a drop-in CUDA header for llm.c, or as JSON.
+"""`python -m tuner export`: one GPU's winners of every op as one drop-in CUDA header for llm.c
+(`llmc/repkv.cuh`'s repkv_forward and repkv_backward, and the fused rope_repkv_forward and
+repkv_rope_backward; an op without results gets its generic configuration), or as JSON (per op).
 
 python -m tuner export --format cuda-header --gpu h200 --dtype bf16 -o repkv_tuned.cuh
 python -m tuner export --format json --gpu h200
@@ -10,7 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from results.header import ExportError, export_table
+import variants
+from results.header import ExportError, export_header
 from results.header_render import render_header
 from results.index import build_index
 from results.schema import L2_COLD, L2_STATES
@@ -48,15 +51,15 @@ def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Ex
     index = build_index(frame, report)
     gpu = args.gpu
     if gpu is None:
-        gpus = index.available_gpus()
+        gpus = sorted({g for op in variants.OPS for g in index.for_op(op).available_gpus()})
         if len(gpus) != 1:
             raise usage_error(f"the results hold GPUs {', '.join(gpus) or 'none'}: pick one with --gpu")
         gpu = gpus[0]
     try:
-        table = export_table(index.in_state(args.l2), gpu, dtypes, other_gpus=args.other_gpus)
+        export = export_header(index, gpu, dtypes, other_gpus=args.other_gpus, l2=args.l2)
     except ExportError as exc:
         raise usage_error(f"{exc} (in {' and '.join(map(str, dirs))})") from None
-    text = render_header(table) if args.format == "cuda-header" else table.as_json() + "\n"
+    text = render_header(export) if args.format == "cuda-header" else export.as_json() + "\n"
     if args.output is None:
         sys.stdout.write(text)
         return 0
@@ -67,5 +70,7 @@ def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Ex
         tmp.replace(args.output)
     except OSError as exc:
         raise usage_error(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"{len(table.rows)} tuned shapes of {table.measured_gpu} written to {args.output}", file=sys.stderr)
+    counts = ", ".join(f"{op} {len(table.rows)}" for op, table in export.tables.items())
+    total = sum(len(table.rows) for table in export.tables.values())
+    print(f"{total} tuned shapes of {gpu} written to {args.output} ({counts})", file=sys.stderr)
     return 0

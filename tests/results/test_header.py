@@ -1,5 +1,6 @@
 """The header export: its table, its dispatch rule against the service's selection, and the
-generated header compiled with nvcc and asked for its dispatch decisions (no GPU needed)."""
+generated header compiled with nvcc and asked for its dispatch decisions, every op's (no GPU
+needed). tests/results/test_header_ops.py holds the other ops' tables and entry points."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from trial_rows import S1, S2, SPLIT16, VEC16, WPH, trial
 
 import variants
-from results.header import ExportError, export_table, plan, segments
+from results.header import ExportError, export_header, export_table, plan, segments
 from results.header_render import render_header
 from results.index import build_index
 from results.recipe import build_recipe
@@ -155,39 +156,68 @@ def _nvcc() -> str | None:
     return None
 
 
-@pytest.mark.skipif(_nvcc() is None, reason="nvcc not installed (pip install nvidia-cuda-nvcc)")
-def test_the_header_compiles_and_dispatches_as_specified(tmp_path: Path) -> None:
-    index = build_index(load_results(bundled_results_dir())[0])
-    table = export_table(index, "h200")
-    (tmp_path / "repkv_tuned.cuh").write_text(render_header(table))
-    binary = tmp_path / "harness"
+def build_harness(header_text: str, directory: Path, prelude: str = "") -> Path:
+    """The harness built with nvcc against `header_text` (`prelude`: code before it, in the
+    same translation unit, as llm.c's own definitions come before its #include)."""
+    (directory / "repkv_tuned.cuh").write_text(header_text)
+    source = directory / "harness.cu"
+    source.write_text(f'{prelude}\n#include "{HARNESS}"\n')
+    binary = directory / "harness"
     nvcc = _nvcc()
     assert nvcc is not None
     lib = Path(nvcc).parent.parent / "lib"
-    build = [nvcc, "-O1", "-std=c++17", "-arch=sm_90", f"-I{tmp_path}", str(HARNESS), "-o", str(binary)]
+    build = [nvcc, "-O1", "-std=c++17", "-arch=sm_90", f"-I{directory}", str(source), "-o", str(binary)]
     subprocess.run([*build, f"-L{lib}"], check=True, capture_output=True, timeout=600)
-    rng = random.Random(1)
-    layouts = sorted({(r.dtype, r.NH, r.NH_KV, r.HD) for r in table.rows})
-    cases: dict[str, list[Shape]] = {}
-    for dtype, nh, nh_kv, hd in layouts:
-        cases.setdefault(dtype, []).extend(
-            Shape(rng.randint(1, 64), rng.randint(1, 8192), nh, nh_kv, hd) for _ in range(15)
-        )
-    for dtype in cases:
-        cases[dtype] += [Shape(3, 5, 12, 4, 72), Shape(1, 1, 2, 1, 33), Shape(4096, 16384, 32, 8, 128)]
-        # layouts without rows, one per (nrep, HD) class: MQA at nrep 128, nrep 1, odd HD
-        cases[dtype] += [Shape(2, 300, 128, 1, 64), Shape(1, 77, 24, 24, 80), Shape(3, 9, 40, 5, 192)]
-        cases[dtype] += [Shape(1, 1000, 56, 8, 96), Shape(2, 33, 12, 6, 256), Shape(1, 5, 6, 3, 40)]
+    return binary
+
+
+def untuned_layouts() -> list[Shape]:
+    """Layouts without rows, one per (nrep, HD) class and beyond: odd HD, MQA at nrep 128, nrep 1."""
+    return [
+        *[Shape(3, 5, 12, 4, 72), Shape(1, 1, 2, 1, 33), Shape(4096, 16384, 32, 8, 128)],
+        *[Shape(2, 300, 128, 1, 64), Shape(1, 77, 24, 24, 80), Shape(3, 9, 40, 5, 192)],
+        *[Shape(1, 1000, 56, 8, 96), Shape(2, 33, 12, 6, 256), Shape(1, 5, 6, 3, 40), Shape(2, 7, 4, 2, 6)],
+    ]
+
+
+def check_dispatch(binary: Path, table, cases: dict[str, list[Shape]]) -> None:
+    """The compiled dispatcher of the table's op decides as `plan` does, shape by shape."""
     for dtype, shapes in cases.items():
         args = [f"{s.B},{s.T},{s.NH},{s.NH_KV},{s.HD}" for s in shapes]
-        out = subprocess.run(
-            [str(binary), "--plan", dtype, *args], check=True, capture_output=True, text=True, timeout=60
-        ).stdout.splitlines()
+        argv = [str(binary), "--plan", "--op", table.op, dtype, *args]
+        out = subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60).stdout.splitlines()
         assert len(out) == len(shapes)
         for shape, line in zip(shapes, out, strict=True):
             fields = dict(part.split("=") for part in line.split()[6:])
             expected = plan(table, dtype, shape)
             got = (int(fields["kernel"]), int(fields["row"]), int(fields["grid"]), int(fields["block"]))
-            assert got == (expected.kernel, expected.row, expected.grid, expected.block), (dtype, shape)
+            assert got == (expected.kernel, expected.row, expected.grid, expected.block), (
+                table.op,
+                dtype,
+                shape,
+            )
+
+
+def random_cases(table, rng: random.Random, per_layout: int = 15) -> dict[str, list[Shape]]:
+    """Per dtype: random B*T at each tuned layout of the table, then the untuned layouts."""
+    cases: dict[str, list[Shape]] = {dtype: [] for dtype in variants.DTYPES}
+    for dtype, nh, nh_kv, hd in sorted({(r.dtype, r.NH, r.NH_KV, r.HD) for r in table.rows}):
+        cases[dtype] += [
+            Shape(rng.randint(1, 64), rng.randint(1, 8192), nh, nh_kv, hd) for _ in range(per_layout)
+        ]
+    for dtype in cases:
+        cases[dtype] += untuned_layouts()
+    return cases
+
+
+@pytest.mark.skipif(_nvcc() is None, reason="nvcc not installed (pip install nvidia-cuda-nvcc)")
+def test_the_header_compiles_and_dispatches_as_specified(tmp_path: Path) -> None:
+    index = build_index(load_results(bundled_results_dir())[0])
+    export = export_header(index, "h200")
+    assert len(export.tables["repkv_backward"].rows) == len(export_table(index, "h200").rows) > 0
+    binary = build_harness(render_header(export), tmp_path)
+    rng = random.Random(1)
+    for table in export.tables.values():  # the other ops: no rows in the bundled store, generic
+        check_dispatch(binary, table, random_cases(table, rng))
     bad = subprocess.run([str(binary), "--plan", "bf16", "8,1024,30,8,128"], capture_output=True, text=True)
     assert bad.returncode == 2 and "bad shape" in bad.stderr
