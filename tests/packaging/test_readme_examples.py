@@ -38,6 +38,7 @@ SKIPPED = {
     "python -m tuner --model llama3-8b --batch 1,8 --seq 1024,4096 --dtype bf16 --trials 60": GPU,
     "python -m tuner --shape B=8,T=1024,NH=32,NH_KV=8,HD=128 --sampler grid": GPU,
     "python -m tuner --family tile,flat --l2 fed --shape B=1,T=512,NH=32,NH_KV=8,HD=64 --dtype bf16": GPU,
+    "python -m tuner --op rope_repkv_forward --model llama3-8b --dtype bf16": GPU,
     "python -m tuner check --arch sm_90": "needs the nvrtc extra (NVRTC and the CUDA headers)",
     "python -m tuner --devices all --model llama3-8b --dtype bf16": GPU + " (one process per GPU)",
     "python -m tuner --devices all --storage postgresql://repkv:PASSWORD@db-host:5432/optuna --study llama3"
