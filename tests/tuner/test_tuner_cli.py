@@ -597,7 +597,7 @@ def test_export_l2_fed_writes_the_winners_tuned_fed(tmp_path: Path, capsys) -> N
     families = {}
     for state in ("cold", "fed"):
         assert main(["export", "--format", "json", "--results", str(tmp_path), "--l2", state]) == 0
-        (row,) = json.loads(capsys.readouterr().out)["rows"]
+        (row,) = json.loads(capsys.readouterr().out)["ops"]["repkv_backward"]["rows"]
         families[state] = (row["family"], row["l2"])
     assert families == {"cold": ("split", "cold"), "fed": ("vec", "fed")}
     assert main(["export", "--results", str(tmp_path), "--l2", "fed"]) == 0
