@@ -110,6 +110,7 @@ class TierQualityModel(BaseModel):
 
 class GpuRuleQuality(BaseModel):
     gpu: str
+    op: str = Field(default="repkv_backward", description="the kernel whose answers these are (variants.OPS)")
     tuned: int = Field(description="tuned (shape, dtype), each left out in turn")
     unanswered: int = Field(description="of those, the ones that no other tuned shape could serve")
     tiers: list[TierQualityModel] = Field(description="tiers 0, 1 and 2, in order")
@@ -167,6 +168,7 @@ class ErrorBody(BaseModel):
 
 class GpuModel(BaseModel):
     label: str
+    op: str = Field(default="repkv_backward", description="the kernel whose rows these count (variants.OPS)")
     gpu_names: list[str]
     compute_capability: str | None
     sm_count: int | None
@@ -179,6 +181,7 @@ class GpuModel(BaseModel):
 
 class TunedShapeModel(BaseModel):
     gpu: str
+    op: str = Field(default="repkv_backward", description="the kernel tuned (variants.OPS)")
     shape: ShapeModel
     dtype: str
     trials: int
@@ -195,6 +198,7 @@ class TrialRow(BaseModel):
     model_config = {"extra": "allow"}
 
     gpu: str
+    op: str = Field(default="repkv_backward", description="the kernel measured (variants.OPS)")
     B: int
     T: int
     NH: int

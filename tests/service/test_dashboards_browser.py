@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import h100_rows, other_rows, running_service
+from conftest import S1, h100_rows, other_rows, running_service, trial
 
 from results.store import write_table
 
@@ -44,6 +44,16 @@ PAGES = {
     "bandwidth": ("/dashboards/bandwidth?gpu=h200", 2, 2),
     "untuned": ("/dashboards/shape?gpu=h100&B=2&T=3000&dtype=bf16", 0, 0),
 }
+# The same pages of repkv forward (?op=): the synthetic store holds forward rows of h100 and h200
+# too, beside a backward vec row of the same params that they must not show.
+FORWARD_PAGES = {
+    "overview": ("/dashboards?op=repkv_forward", 3, 0),
+    "shape": (f"/dashboards/shape?gpu=h100&{SHAPE}&dtype=bf16&op=repkv_forward", 3, 4),
+    "gpus": (f"/dashboards/gpus?{SHAPE}&dtype=bf16&op=repkv_forward", 2, 0),
+    "bandwidth": ("/dashboards/bandwidth?gpu=h200&op=repkv_forward", 2, 2),
+}
+FORWARD_VEC = {"block": 256, "vec_bytes": 16, "load": "ldg", "store": "stcs"}
+FORWARD_REPLICATE = {"block": 128, "vec_bytes": 16, "load": "plain", "store": "plain"}
 # The bundled H200 results, named as the screenshots in docs/dashboards/ are.
 BUNDLED_PAGES = {
     "overview": ("/dashboards", 3, 0),
@@ -147,8 +157,17 @@ def store_dir(tmp_path: Path) -> Path:
     that the bandwidth page draws a known peak."""
     directory = tmp_path / "results"
     write_table(h100_rows(), directory, "synthetic-h100")
+    forward = [
+        trial("h100", S1, "bf16", "naive", {"block": 128}, 0.30, op="repkv_forward", number=0),
+        trial("h100", S1, "bf16", "vec", FORWARD_VEC, 0.07, op="repkv_forward", number=1),
+        trial("h100", S1, "bf16", "replicate", FORWARD_REPLICATE, 0.09, op="repkv_forward", number=2),
+        trial("h200", S1, "bf16", "naive", {"block": 128}, 0.20, op="repkv_forward", number=0),
+        trial("h200", S1, "bf16", "replicate", FORWARD_REPLICATE, 0.06, op="repkv_forward", number=1),
+    ]
     others = [{**row, "gpu_name": "NVIDIA H200"} if row["gpu"] == "h200" else row for row in other_rows()]
+    forward = [{**row, "gpu_name": "NVIDIA H200"} if row["gpu"] == "h200" else row for row in forward]
     write_table(others, directory, "synthetic-others")
+    write_table(forward, directory, "synthetic-forward")
     return directory
 
 
@@ -201,6 +220,11 @@ def open_page(browser, url: str, charts: int):
 @pytest.mark.parametrize("name", list(PAGES))
 def test_page_reads_as_it_should(browser, live_server: str, shots: Path, name: str) -> None:
     check_page(browser, live_server, shots, name, PAGES[name], name)
+
+
+@pytest.mark.parametrize("name", list(FORWARD_PAGES))
+def test_forward_page_reads_as_it_should(browser, live_server: str, shots: Path, name: str) -> None:
+    check_page(browser, live_server, shots, f"forward-{name}", FORWARD_PAGES[name], name)
 
 
 @pytest.mark.parametrize("name", list(BUNDLED_PAGES))
@@ -269,6 +293,23 @@ def test_pickers_reload_the_page_with_the_query_changed(browser, live_server: st
     assert "gpu=h200" in page.url and "dtype=fp32" in page.url
     assert page.locator("h1").inner_text().endswith("not tuned")  # h200 has no fp32 rows
     assert page.locator(".summary.served .note").inner_text().startswith("How this rule has done")
+    assert errors == []
+    page.close()
+
+
+def test_the_op_picker_reloads_the_page_on_that_op(browser, live_server: str) -> None:
+    page, errors = open_page(browser, f"{live_server}/dashboards/shape?gpu=h100&{SHAPE}&dtype=bf16", 3)
+    assert page.locator('select[data-picker="op"] option').all_inner_texts()[0] == "repkv_backward"
+    with page.expect_navigation():
+        page.select_option('select[data-picker="op"]', label="repkv_forward")
+    assert "op=repkv_forward" in page.url and "gpu=h100" in page.url and "B=8" in page.url
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot svg.main-svg').length >= 3")
+    assert page.locator("h1").inner_text().endswith("(repkv_forward)")
+    assert "3 trials" in page.locator(".summary.winner").inner_text()
+    with page.expect_navigation():  # an op nobody tuned: one line, no chart
+        page.select_option('select[data-picker="op"]', label="repkv_rope_backward (no results)")
+    assert "python -m tuner --op repkv_rope_backward" in page.locator("p.untuned").inner_text()
+    assert page.locator(".js-plotly-plot").count() == 0
     assert errors == []
     page.close()
 

@@ -13,10 +13,10 @@ from fastapi.responses import StreamingResponse
 
 import variants
 from results.index import StoreIndex
-from results.schema import STATUSES
+from results.schema import STATUSES, ops_of
 from results.store import to_table
 from service.api import export
-from service.api.deps import DTypeFilter, GpuQuery, IndexDep
+from service.api.deps import DTypeFilter, GpuQuery, IndexDep, OpFilter
 from service.api.errors import ERROR_RESPONSES
 from service.api.middleware import is_head
 from service.api.models import ResultsPage
@@ -31,15 +31,19 @@ MAX_LIMIT = 1_000_000
 Dim = Annotated[int | None, Query(ge=1, le=MAX_DIM)]
 # Unknown names are refused (422, naming the accepted ones), not answered with no rows.
 StatusName = Literal[tuple(map(str, STATUSES))]  # type: ignore[valid-type]
-FamilyName = Literal[tuple(variants.FAMILIES)]  # type: ignore[valid-type]
+# Every op's family names, each once (names repeat across ops: `op` tells them apart).
+FAMILY_NAMES = tuple(dict.fromkeys(name for op in variants.OPS.values() for name in op.families))
+FamilyName = Literal[FAMILY_NAMES]  # type: ignore[valid-type]
 
 
 def filter_rows(frame: pd.DataFrame, filters: dict[str, object]) -> np.ndarray:
-    """Positions of the rows whose columns equal every given (non-None) filter value."""
+    """Positions of the rows whose columns equal every given (non-None) filter value (`op`:
+    each row's op, repkv_backward where a frame built without the column names none)."""
     mask = np.ones(len(frame), dtype=bool)
     for column, value in filters.items():
         if value is not None:
-            mask &= (frame[column] == value).to_numpy(dtype=bool, na_value=False)
+            values = ops_of(frame) if column == "op" else frame[column]
+            mask &= (values == value).to_numpy(dtype=bool, na_value=False)
     return np.flatnonzero(mask)
 
 
@@ -84,13 +88,16 @@ def results(
     request: Request,
     index: IndexDep,
     gpu: GpuQuery = None,
+    op: OpFilter = None,
     B: Dim = None,
     T: Dim = None,
     NH: Dim = None,
     NH_KV: Dim = None,
     HD: Dim = None,
     dtype: DTypeFilter = None,
-    family: Annotated[FamilyName | None, Query(description="kernel family")] = None,
+    family: Annotated[
+        FamilyName | None, Query(description="kernel family (of any op; with `op`, of that op)")
+    ] = None,
     status: Annotated[StatusName | None, Query(description="trial status")] = None,
     format: Annotated[Literal["json", "csv", "parquet"], Query(description="response format")] = "json",
     limit: Annotated[
@@ -101,9 +108,11 @@ def results(
     """Every trial row (failed ones too) matching the filters, in the store's order, streamed:
     all of them unless `limit` asks for a page (then `offset` pages on; the `Link` header and
     the JSON's `next` give the next page's URL). JSON shows non-finite times as null; CSV and
-    parquet keep them. Integer columns stay integers in every format (null where unset)."""
+    parquet keep them. Integer columns stay integers in every format (null where unset). Every
+    row names its op (`op`, in every format); `op` keeps one op's rows (default: every op's)."""
     filters = {
         "gpu": gpu,
+        "op": op,
         "B": B,
         "T": T,
         "NH": NH,

@@ -11,14 +11,16 @@ import pandas as pd
 import variants
 from results.best import timed_as_served, winners
 from results.peaks import PEAK_GBPS
-from results.schema import GROUP_COLUMNS, L2_COLD
+from results.schema import GROUP_COLUMNS, L2_COLD, ops_of, with_op
 from variants import Shape
 
 from .rows import (
     bytes_moved,
+    family_order,
     gpu_order,
     in_shape_order,
     of_gpu,
+    of_op,
     ok_rows,
     select_shape,
     shape_label,
@@ -50,8 +52,10 @@ OVERVIEW_COLUMNS = [
 ]
 
 
-def _current_source_hash(family: object) -> str | None:
-    found = variants.FAMILIES.get(family) if isinstance(family, str) else None
+def _current_source_hash(op: object, family: object) -> str | None:
+    """The current source of `family` of `op` (family names repeat across ops)."""
+    descriptor = variants.OPS.get(op) if isinstance(op, str) else None
+    found = descriptor.families.get(family) if descriptor is not None and isinstance(family, str) else None
     return found.source_hash if found is not None else None
 
 
@@ -84,16 +88,19 @@ def gpu_peaks(frame: pd.DataFrame) -> dict[str, float]:
     return peaks
 
 
-def overview(frame: pd.DataFrame, l2: str = L2_COLD, gpu: str | None = None) -> pd.DataFrame:
+def overview(
+    frame: pd.DataFrame, l2: str = L2_COLD, gpu: str | None = None, op: str | None = variants.DEFAULT_OP
+) -> pd.DataFrame:
     """One row per GPU x shape x dtype (of one GPU, with `gpu`): the winner, its time, GB/s,
     percent of the GPU's peak DRAM bandwidth (`pct_of_peak`, NaN where the peak is unknown),
     fraction of the copy, speed-up over llm.c's kernel1 at block 128, the number of trials,
     `source_hash`: the family's current source (what /kernels serves; `source_current` says
     whether the time was measured with it), and `gpu_order`: the GPU's place among every GPU
-    of `frame` (rows.gpu_order). Sorted by GPU, then shape (smallest first), then dtype. Of the
-    rows timed in L2 state `l2`."""
+    of `frame` (rows.gpu_order, over every op's rows: a GPU keeps its colour from op to op).
+    Sorted by GPU, then shape (smallest first), then dtype. Of the rows of op `op` (every op's
+    with None, each its own row) timed in L2 state `l2`."""
     order, peaks = gpu_order(frame), gpu_peaks(frame)
-    frame = usable(frame if gpu is None else of_gpu(frame, gpu), l2)
+    frame = with_op(usable(of_op(frame if gpu is None else of_gpu(frame, gpu), op), l2))
     best = winners(frame, l2)
     if best.empty:
         return pd.DataFrame(columns=OVERVIEW_COLUMNS)
@@ -109,25 +116,31 @@ def overview(frame: pd.DataFrame, l2: str = L2_COLD, gpu: str | None = None) -> 
         if column not in best:
             best[column] = np.nan
     measured = best["source_hash"] if "source_hash" in best else pd.Series(None, best.index, dtype=object)
-    best["source_hash"] = best["family"].map(_current_source_hash)
+    best["source_hash"] = [
+        _current_source_hash(o, f) for o, f in zip(best["op"], best["family"], strict=True)
+    ]
     best["source_current"] = measured.isna() | (measured == best["source_hash"])
     best["gpu_order"] = best["gpu"].map(order).astype(np.int64)
     best = in_shape_order(best)
     return best[OVERVIEW_COLUMNS].reset_index(drop=True)
 
 
-def gpu_comparison(frame: pd.DataFrame, shape: Shape, dtype: str) -> pd.DataFrame:
+def gpu_comparison(
+    frame: pd.DataFrame, shape: Shape, dtype: str, op: str | None = variants.DEFAULT_OP
+) -> pd.DataFrame:
     """The same shape and dtype on every GPU: the winner of each, side by side, in GPU order."""
-    table = overview(frame)
+    table = overview(frame, op=op)
     return select_shape(table, shape, dtype).sort_values("gpu_order").reset_index(drop=True)
 
 
-def family_best(frame: pd.DataFrame, shape: Shape, dtype: str) -> pd.DataFrame:
+def family_best(
+    frame: pd.DataFrame, shape: Shape, dtype: str, op: str | None = variants.DEFAULT_OP
+) -> pd.DataFrame:
     """GPU x family: the best correct time, its fraction of the copy, and `ratio_to_best`: over
     the best of any family on that GPU (1.0 = the winning family); `gpu_order` as in `overview`."""
     columns = ["gpu", "family", "time_ms", "ratio_to_copy", "ratio_to_best", "gpu_order"]
     order = gpu_order(frame)
-    ok = ok_rows(timed_as_served(select_shape(usable(frame), shape, dtype)))
+    ok = ok_rows(timed_as_served(select_shape(usable(of_op(frame, op)), shape, dtype)))
     if ok.empty:
         return pd.DataFrame(columns=columns)
     ok = ok.assign(time_ms=pd.to_numeric(ok["time_ms"], errors="coerce"))
@@ -142,23 +155,25 @@ def family_best(frame: pd.DataFrame, shape: Shape, dtype: str) -> pd.DataFrame:
 FAMILY_COLUMNS = [*GROUP_COLUMNS, "short_shape", "family", "time_ms", "best_ms", "ratio_to_best", "gpu_order"]
 
 
-def family_vs_best(frame: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
+def family_vs_best(
+    frame: pd.DataFrame, gpu: str | None = None, op: str | None = variants.DEFAULT_OP
+) -> pd.DataFrame:
     """Family against family across shapes: per GPU, shape and dtype, each family's best
     correct time over the best of any family there (1.0 = this family wins). Shapes in the
     overview's order, families in the registry's."""
     order = gpu_order(frame)
-    ok = ok_rows(timed_as_served(usable(frame if gpu is None else of_gpu(frame, gpu))))
+    ok = ok_rows(timed_as_served(usable(of_op(frame if gpu is None else of_gpu(frame, gpu), op))))
     if ok.empty:
         return pd.DataFrame(columns=FAMILY_COLUMNS)
-    ok = ok.assign(time_ms=pd.to_numeric(ok["time_ms"], errors="coerce"))
+    ok = ok.assign(time_ms=pd.to_numeric(ok["time_ms"], errors="coerce"), op=ops_of(ok))
     keys = [*GROUP_COLUMNS, "family"]
     table = ok.groupby(keys, as_index=False)["time_ms"].min()
     table["best_ms"] = table.groupby(list(GROUP_COLUMNS))["time_ms"].transform("min")
     table["ratio_to_best"] = table["time_ms"] / table["best_ms"]
     table["short_shape"] = table.apply(short_shape, axis=1) if len(table) else ""
     table["gpu_order"] = table["gpu"].map(order).astype(np.int64)
-    family_order = {name: i for i, name in enumerate(variants.FAMILIES)}
-    rank = table["family"].map(family_order).fillna(len(family_order))
+    families = family_order()
+    rank = table["family"].map(families).fillna(len(families))
     table = in_shape_order(table.assign(_family=rank).sort_values(["_family", "family"], kind="stable"))
     return table[FAMILY_COLUMNS].reset_index(drop=True)
 
@@ -182,12 +197,12 @@ BANDWIDTH_COLUMNS = [
 ]
 
 
-def bandwidth(frame: pd.DataFrame, gpu: str) -> pd.DataFrame:
+def bandwidth(frame: pd.DataFrame, gpu: str, op: str | None = variants.DEFAULT_OP) -> pd.DataFrame:
     """Where each tuned shape of one GPU stands against the memory system: per shape and
-    dtype, bytes moved (every dout read once, every dinp written once), the winner's achieved
+    dtype, bytes moved (every input read once, the output written once), the winner's achieved
     GB/s (and percent of the GPU's peak), the same-process device copy's, and llm.c's
     baseline's. Smallest shapes first."""
-    table = overview(frame, gpu=gpu)
+    table = overview(frame, gpu=gpu, op=op)
     if table.empty:
         return pd.DataFrame(columns=BANDWIDTH_COLUMNS)
     table = table.copy()

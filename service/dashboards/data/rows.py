@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 import variants
-from results.schema import L2_COLD, SHAPE_COLUMNS, Status, l2_states
+from results.schema import L2_COLD, SHAPE_COLUMNS, Status, l2_states, rows_of_op
 from variants import Shape
 
 TEXT_COLUMNS = ("gpu", "dtype", "family", "status")
@@ -118,8 +118,34 @@ def variant(frame: pd.DataFrame) -> pd.Series:
     )
 
 
+def op_of_row(row: pd.Series | dict) -> variants.Op:
+    """The op a row measured (repkv backward's where the row names none, or one unknown)."""
+    name = row.get("op")
+    return variants.OPS.get(name, variants.get_op()) if isinstance(name, str) else variants.get_op()
+
+
 def bytes_moved(row: pd.Series | dict) -> int:
-    return row_shape(row).bytes_moved(variants.get_dtype(row["dtype"]))
+    """The fewest bytes the row's op must move at its shape and dtype (`Op.bytes_moved`)."""
+    return op_of_row(row).bytes_moved(row_shape(row), variants.get_dtype(row["dtype"]))
+
+
+def moved_bytes_text(op: str | None = None) -> str:
+    """What an op's bytes moved are: 'every dout read once, every dinp written once'."""
+    descriptor = variants.get_op(op)
+    reads = ", ".join(operand.name for operand in descriptor.inputs)
+    return f"every {reads} read once, every {descriptor.output.name} written once"
+
+
+def of_op(frame: pd.DataFrame, op: str | None) -> pd.DataFrame:
+    """The rows of op `op` (results.schema.rows_of_op); every row with None."""
+    return frame if op is None else rows_of_op(frame, op)
+
+
+def family_order() -> dict[str, int]:
+    """Every family name of every op, in the registry's order (ops, then each op's families):
+    repkv backward's first, as before there were other ops."""
+    names = dict.fromkeys(name for op in variants.OPS.values() for name in op.families)
+    return {name: i for i, name in enumerate(names)}
 
 
 def of_gpu(frame: pd.DataFrame, gpu: str) -> pd.DataFrame:

@@ -42,6 +42,7 @@ def served_instead(index: StoreIndex, gpu: str, shape: Shape, dtype: DType) -> d
         return None
     group, candidate, recipe = choice.group, choice.candidate, choice.recipe
     return {
+        "op": index.op,
         "gpu": gpu,
         "measured_gpu": group.gpu,
         "match": choice.match,

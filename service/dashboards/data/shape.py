@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+import variants
 from results.best import baseline_rows, timed_as_served
 from results.schema import Status, holds
 from variants import Shape
 
-from .rows import block_size, of_gpu, ok_rows, select_shape, usable, variant
+from .rows import block_size, of_gpu, of_op, ok_rows, select_shape, usable, variant
 
 
 def _text_column(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -73,12 +74,15 @@ def search_series(frame: pd.DataFrame) -> pd.Series:
     return keys.map(names).astype(object)
 
 
-def shape_trials(frame: pd.DataFrame, gpu: str, shape: Shape, dtype: str) -> pd.DataFrame:
-    """Every trial of one GPU, shape and dtype, with `block_size`, `variant`, `series` (one
-    search, see `search_series`), `trial_number` (the sampler's trial number, else the order of
-    timestamps in its search) and `measured` (1, 2, 3... : the configurations that search
-    measured, in the order it measured them; a sampler's pruned trials leave no row)."""
-    rows = usable(select_shape(of_gpu(frame, gpu), shape, dtype)).copy()
+def shape_trials(
+    frame: pd.DataFrame, gpu: str, shape: Shape, dtype: str, op: str | None = variants.DEFAULT_OP
+) -> pd.DataFrame:
+    """Every trial of op `op` (every op's with None) on one GPU, shape and dtype, with
+    `block_size`, `variant`, `series` (one search, see `search_series`), `trial_number` (the
+    sampler's trial number, else the order of timestamps in its search) and `measured` (1, 2,
+    3... : the configurations that search measured, in the order it measured them; a sampler's
+    pruned trials leave no row)."""
+    rows = usable(of_op(select_shape(of_gpu(frame, gpu), shape, dtype), op)).copy()
     if rows.empty:
         return rows.assign(
             block_size=pd.Series(dtype="Int64"),

@@ -37,17 +37,20 @@ def _mb_axis(table: pd.DataFrame) -> dict:
     return {"title": "bytes moved, MB (log)", "type": "log", **log_ticks(table["bytes_moved"] / 1e6)}
 
 
-def bandwidth(table: pd.DataFrame, peak: tuple[str, float] | None) -> go.Figure:
+def bandwidth(
+    table: pd.DataFrame,
+    peak: tuple[str, float] | None,
+    moved: str = "every dout read once, every dinp written once",
+) -> go.Figure:
     """Achieved GB/s against bytes moved: the winners per dtype, the same-process copy and
-    llm.c's baseline per shape, and the GPU's peak when it is known."""
+    llm.c's baseline per shape, and the GPU's peak when it is known. `moved` says what the
+    bytes are (the op's tensors: data.moved_bytes_text)."""
     if table.empty:
         return empty("Achieved bandwidth")
     fig = go.Figure(
         layout={
             **LAYOUT,
-            "title": title(
-                "Achieved bandwidth against bytes moved (every dout read once, every dinp written once)"
-            ),
+            "title": title(f"Achieved bandwidth against bytes moved ({moved})"),
             "xaxis": _mb_axis(table),
             "yaxis": {"title": "GB/s", "rangemode": "tozero"},
             "height": 520,

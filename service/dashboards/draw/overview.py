@@ -9,8 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-import variants
-from service.dashboards.data.rows import shapes_in_order
+from service.dashboards.data.rows import family_order, shapes_in_order
 
 from .common import (
     COPY_COLOR,
@@ -49,9 +48,10 @@ def board_row_px(shapes: int) -> int:
 
 
 def _families_in(table: pd.DataFrame) -> list[str]:
-    """The table's families, in the registry's order (unknown ones last, by name)."""
+    """The table's families, in the registry's order (every op's: data.rows.family_order;
+    unknown ones last, by name)."""
     present = set(table["family"])
-    known = [f for f in variants.FAMILIES if f in present]
+    known = [f for f in family_order() if f in present]
     return known + sorted(present - set(known))
 
 

@@ -1,7 +1,14 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+from conftest import S1, S2, make_client, trial
 from fastapi.testclient import TestClient
+
+import variants
+from results.store import write_table
 
 
 def test_gpus(client: TestClient) -> None:
@@ -54,3 +61,71 @@ def test_openapi_declares_every_dtype_parameter_as_the_enum(client: TestClient) 
                 assert [o.get("enum") for o in options] == [["fp32", "bf16", "fp16"]], path
                 found += 1
     assert found >= 6  # /best, /shapes, /results and the dashboards that take one
+
+
+# --- op: each listing is of one op (default repkv_backward), and says which ---
+
+FORWARD_VEC = {"block": 256, "vec_bytes": 16, "load": "ldg", "store": "stcs"}
+
+
+@pytest.fixture
+def ops_client(store_dir: Path) -> Iterator[TestClient]:
+    """The service tests' (repkv backward) rows, and repkv forward's on h100 (S1 and S2, bf16)
+    and on a GPU that tuned nothing else (a100)."""
+    rows = [
+        trial("h100", S1, "bf16", "vec", FORWARD_VEC, 0.07, op="repkv_forward", number=0),
+        trial("h100", S1, "bf16", "naive", {"block": 128}, 0.30, op="repkv_forward", number=1),
+        trial("h100", S2, "bf16", "vec", FORWARD_VEC, 0.02, op="repkv_forward", number=0),
+        trial("a100", S1, "bf16", "vec", FORWARD_VEC, 0.09, op="repkv_forward", number=0),
+    ]
+    write_table(rows, store_dir, "synthetic-forward")
+    with make_client(store_dir) as client:
+        assert client.app.state.store.wait_ready(30)
+        yield client
+
+
+def test_gpus_of_one_op(ops_client: TestClient) -> None:
+    backward = {g["label"]: g for g in ops_client.get("/gpus").json()}
+    assert set(backward) == {"h100", "h200", "l4"} and {g["op"] for g in backward.values()} == {
+        "repkv_backward"
+    }
+    assert backward["h100"]["trials"] == 8 and backward["h100"]["tuned"] == 3  # its backward rows alone
+    assert ops_client.get("/gpus", params={"op": "repkv_backward"}).json() == list(backward.values())
+    forward = {g["label"]: g for g in ops_client.get("/gpus", params={"op": "repkv_forward"}).json()}
+    assert set(forward) == {"a100", "h100"} and {g["op"] for g in forward.values()} == {"repkv_forward"}
+    assert forward["h100"]["trials"] == 3 and forward["h100"]["tuned"] == 2
+    assert forward["h100"]["dtypes"] == ["bf16"]
+    assert ops_client.get("/gpus", params={"op": "rope_repkv_forward"}).json() == []
+
+
+def test_shapes_of_one_op(ops_client: TestClient) -> None:
+    backward = ops_client.get("/shapes", params={"gpu": "h100"}).json()
+    assert len(backward) == 3 and {s["op"] for s in backward} == {"repkv_backward"}
+    forward = ops_client.get("/shapes", params={"gpu": "h100", "op": "repkv_forward"}).json()
+    assert {s["op"] for s in forward} == {"repkv_forward"}
+    by_b = {s["shape"]["B"]: s for s in forward}
+    assert set(by_b) == {1, 8} and by_b[8]["best_config"].startswith("vec[") and by_b[8]["trials"] == 2
+    assert by_b[8]["best_time_ms"] == pytest.approx(0.07)
+    assert by_b[8]["speedup_vs_baseline"] == pytest.approx(0.30 / 0.07)
+    # a GPU with rows of other ops alone: none of this one
+    r = ops_client.get("/shapes", params={"gpu": "l4", "op": "repkv_forward"})
+    assert r.status_code == 404 and "repkv_forward" in r.json()["detail"]
+    assert r.json()["available"] == ["a100", "h100"]
+    assert ops_client.get("/shapes", params={"op": "rope_repkv_forward"}).json() == []
+
+
+def test_rule_quality_of_one_op(ops_client: TestClient) -> None:
+    forward = ops_client.get("/rule-quality", params={"op": "repkv_forward"}).json()
+    assert {q["gpu"] for q in forward} == {"a100", "h100"} and {q["op"] for q in forward} == {"repkv_forward"}
+    assert next(q for q in forward if q["gpu"] == "h100")["tuned"] == 2
+    backward = ops_client.get("/rule-quality").json()
+    assert {q["gpu"] for q in backward} == {"h100", "h200", "l4"}
+    assert {q["op"] for q in backward} == {"repkv_backward"}
+
+
+@pytest.mark.parametrize("path", ["/gpus", "/shapes", "/rule-quality"])
+def test_an_unknown_op_is_422_on_every_listing(client: TestClient, path: str) -> None:
+    r = client.get(path, params={"op": "rope"})
+    assert r.status_code == 422
+    (error,) = r.json()["detail"]
+    assert error["loc"] == ["query", "op"] and all(f"'{op}'" in error["msg"] for op in variants.OPS)

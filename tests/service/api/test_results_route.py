@@ -16,6 +16,7 @@ import pytest
 from conftest import S1, VEC16, make_client, trial
 from fastapi.testclient import TestClient
 
+import variants
 from results.schema import COLUMNS
 from results.store import load_results, write_table
 
@@ -218,3 +219,56 @@ def test_the_next_link_never_echoes_the_clients_host(big_client: TestClient) -> 
     assert "attacker.example" not in link and "attacker.example" not in body["next"]
     assert link == '</results?limit=10&status=ok&offset=10>; rel="next"' and body["next"] == link[1:-13]
     assert big_client.get(body["next"]).json()["offset"] == 10
+
+
+# --- op: every row names its op; `op` keeps one op's rows ---
+
+FORWARD_VEC = {"block": 256, "vec_bytes": 16, "load": "ldg", "store": "stcs"}
+
+
+@pytest.fixture
+def ops_client(store_dir: Path) -> Iterator[TestClient]:
+    """The service tests' (repkv backward) rows, and two of repkv forward, one a vec like the
+    backward ones."""
+    rows = [
+        trial("h100", S1, "bf16", "vec", FORWARD_VEC, 0.07, op="repkv_forward", number=0),
+        trial("h100", S1, "bf16", "replicate", {**FORWARD_VEC, "block": 128}, 0.06, op="repkv_forward"),
+    ]
+    write_table(rows, store_dir, "synthetic-forward")
+    with make_client(store_dir) as client:
+        assert client.app.state.store.wait_ready(30)
+        yield client
+
+
+def test_the_op_filter_keeps_one_ops_rows(ops_client: TestClient) -> None:
+    every = ops_client.get("/results").json()
+    assert every["total"] == 13
+    assert {row["op"] for row in every["rows"]} == {"repkv_backward", "repkv_forward"}
+    forward = ops_client.get("/results", params={"op": "repkv_forward"}).json()
+    assert forward["total"] == 2 and {row["op"] for row in forward["rows"]} == {"repkv_forward"}
+    backward = ops_client.get("/results", params={"op": "repkv_backward"}).json()
+    assert backward["total"] == 11 and {row["op"] for row in backward["rows"]} == {"repkv_backward"}
+    # family names repeat across ops: op tells them apart
+    vec = ops_client.get("/results", params={"family": "vec", "op": "repkv_forward"}).json()
+    assert vec["total"] == 1 and vec["rows"][0]["time_ms"] == pytest.approx(0.07)
+    assert ops_client.get("/results", params={"family": "vec"}).json()["total"] == 4
+    # a family of another op than the default is a name /results knows
+    assert ops_client.get("/results", params={"family": "replicate"}).json()["total"] == 1
+
+
+def test_every_format_carries_the_op_column(ops_client: TestClient) -> None:
+    params = {"op": "repkv_forward"}
+    csv = pd.read_csv(io.StringIO(ops_client.get("/results", params={**params, "format": "csv"}).text))
+    assert "op" in csv.columns and set(csv["op"]) == {"repkv_forward"} and len(csv) == 2
+    parquet = ops_client.get("/results", params={**params, "format": "parquet"}).content
+    table = pq.read_table(io.BytesIO(parquet))
+    assert table.column("op").to_pylist() == ["repkv_forward"] * 2
+    rows = ops_client.get("/results", params=params).json()["rows"]
+    assert [row["op"] for row in rows] == ["repkv_forward"] * 2
+
+
+def test_an_unknown_op_is_422_naming_the_ops(client: TestClient) -> None:
+    r = client.get("/results", params={"op": "rope"})
+    assert r.status_code == 422
+    error = r.json()["detail"][0]
+    assert error["loc"][-1] == "op" and all(f"'{op}'" in error["msg"] for op in variants.OPS)
