@@ -159,7 +159,7 @@ def tune(
     if runner is None and request.replay_dir is not None:
         try:
             runner = ReplayRunner.from_directory(
-                request.replay_dir, request.gpu, delay_s=request.replay_delay_s, l2=request.l2
+                request.replay_dir, request.gpu, delay_s=request.replay_delay_s, l2=request.l2, op=op.name
             )
         except NoRecording as exc:
             raise TuneError(f"{exc} (in {request.replay_dir})") from None

@@ -21,12 +21,12 @@ import numpy as np
 import pandas as pd
 
 from results.listing import resolved
-from results.schema import DEFAULT_HOLD_US, L2_COLD, SHAPE_COLUMNS, Status, holds, l2_states
+from results.schema import DEFAULT_HOLD_US, L2_COLD, SHAPE_COLUMNS, Status, holds, l2_states, rows_of_op
 from results.store import bundled_results_dir, load_results
 from tuner.arguments import directory
 from tuner.interrupt import TrialInterrupted
 from tuner.runner import GpuIdentity, GroupKey, Measurement, Runner
-from variants import FAMILIES, Config, DType, Family, Shape
+from variants import DEFAULT_OP, Config, DType, Family, Shape, get_op
 from variants.errors import RepkvTuneError
 
 BUNDLED = "bundled"  # names the measurements shipped with the package, wherever it is installed
@@ -78,14 +78,23 @@ class ReplayRunner(Runner):
     """Answers trials from the rows of one GPU label timed in one L2 state."""
 
     def __init__(
-        self, frame: pd.DataFrame, gpu: str | None = None, *, delay_s: float = 0.0, l2: str = L2_COLD
+        self,
+        frame: pd.DataFrame,
+        gpu: str | None = None,
+        *,
+        delay_s: float = 0.0,
+        l2: str = L2_COLD,
+        op: str = DEFAULT_OP,
     ) -> None:
         super().__init__()
         self.delay_s = max(0.0, float(delay_s))
+        self.op = get_op(op)
+        frame = rows_of_op(frame, self.op.name)
         self.gpu = choose_label(frame, gpu)
         rows = frame[(frame["gpu"] == self.gpu) & (l2_states(frame) == l2)]
         if rows.empty:
-            raise NoRecording(f"the recording holds no rows of GPU {self.gpu!r} timed with L2 {l2}")
+            of_op = "" if self.op.name == DEFAULT_OP else f" of {self.op.name}"
+            raise NoRecording(f"the recording holds no rows{of_op} of GPU {self.gpu!r} timed with L2 {l2}")
         rows = fullest_timing(rows)
         first = rows.iloc[0]
         self.identity = GpuIdentity(
@@ -108,13 +117,19 @@ class ReplayRunner(Runner):
 
     @classmethod
     def from_directory(
-        cls, directory: Path, gpu: str | None = None, *, delay_s: float = 0.0, l2: str = L2_COLD
+        cls,
+        directory: Path,
+        gpu: str | None = None,
+        *,
+        delay_s: float = 0.0,
+        l2: str = L2_COLD,
+        op: str = DEFAULT_OP,
     ) -> ReplayRunner:
         frame, _ = load_results(Path(directory))
         if frame.empty:
             advice = f"replay a results directory of recorded trials, or {bundled_note('--replay bundled')}"
             raise NoRecording(no_rows(directory, advice))
-        return cls(frame, gpu, delay_s=delay_s, l2=l2)
+        return cls(frame, gpu, delay_s=delay_s, l2=l2, op=op)
 
     def _index(self, rows: pd.DataFrame) -> None:
         """Every recorded answer and copy time, at once (a recording holds thousands of
@@ -133,7 +148,7 @@ class ReplayRunner(Runner):
         it can answer (a family added since the recording would make every trial of it
         MISSING). All families where the group was not recorded."""
         recorded = {key.partition("[")[0] for key in self.recorded(shape, dtype)}
-        return {name: f for name, f in FAMILIES.items() if name in recorded or not recorded}
+        return {name: f for name, f in self.op.families.items() if name in recorded or not recorded}
 
     def groups(self) -> list[tuple[Shape, str]]:
         """Every recorded (shape, dtype) with a copy time."""

@@ -84,15 +84,31 @@ GpuQuery = Annotated[
     AfterValidator(gpu_label),
     Query(min_length=1, max_length=64, description="GPU label as given to the tuner, e.g. h100 (any case)"),
 ]
-# The op names, declared as an enum in the OpenAPI schema (a name outside it: 422, naming them).
-OpName = Literal[tuple(variants.OPS)]  # type: ignore[valid-type]
+
+
+def op_name(value: str | None) -> str | None:
+    """An op asked for: one of variants.OPS as registered when the request comes (a 422 naming
+    them otherwise), so that an op registered after this module was imported is served too."""
+    if value is not None and value not in variants.OPS:
+        raise ValueError(f"unknown op {value!r}; expected one of {', '.join(map(repr, variants.OPS))}")
+    return value
+
+
+_OP_SCHEMA = {"enum": list(variants.OPS)}  # what the OpenAPI schema lists: the ops known at start
 OpQuery = Annotated[
-    OpName,
-    Query(description=f"the kernel, one of {', '.join(variants.OPS)} (default {variants.DEFAULT_OP})"),
+    str,
+    AfterValidator(op_name),
+    Query(
+        description=f"the kernel, one of {', '.join(variants.OPS)} (default {variants.DEFAULT_OP})",
+        json_schema_extra=_OP_SCHEMA,
+    ),
 ]
 OpFilter = Annotated[
-    OpName | None,
-    Query(description=f"only this kernel's rows, one of {', '.join(variants.OPS)}"),
+    str | None,
+    AfterValidator(op_name),
+    Query(
+        description=f"only this kernel's rows, one of {', '.join(variants.OPS)}", json_schema_extra=_OP_SCHEMA
+    ),
 ]
 L2Query = Annotated[
     L2State,
