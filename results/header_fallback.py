@@ -89,14 +89,17 @@ def generic_kernel(config: Config, dtype: DType, op: Op | None = None) -> Generi
 
 def op_generic_configs(op: Op, dtype: DType) -> list[Config]:
     """An op's generic chain but repkv_backward's: `vec` at block 256, each word its vec takes
-    in this dtype, widest first, then `naive` at block 128."""
-    vec = op.family("vec")
-    found = [
-        Config.of("vec", block=GENERIC_BLOCK, vec_bytes=v, load="plain", store="plain")
-        for v in GENERIC_VEC_BYTES
-    ]
-    found = [c for c in found if vec.rejection(_HUGE, dtype, c) is None]
-    return [*found, Config.of("naive", block=NAIVE_BLOCK)]
+    in this dtype, widest first (where the op has a `vec`), then its baseline (`naive` at block
+    128, llm.c's kernel1)."""
+    found = []
+    if "vec" in op.families:
+        vec = op.family("vec")
+        found = [
+            Config.of("vec", block=GENERIC_BLOCK, vec_bytes=v, load="plain", store="plain")
+            for v in GENERIC_VEC_BYTES
+        ]
+        found = [c for c in found if vec.rejection(_HUGE, dtype, c) is None]
+    return [*found, op.baseline]
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,13 @@ needed). tests/results/test_header_ops.py holds the other ops' tables and entry 
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from toolchain import nvcc_path as _nvcc
 from trial_rows import S1, S2, SPLIT16, VEC16, WPH, trial
 
 import variants
@@ -143,17 +142,6 @@ def test_untuned_layouts_get_the_layout_rules_choice_for_their_class() -> None:
     # 66-byte heads: no vector divides them, so the class's chain ends in gather
     odd = plan(table, "fp16", Shape(1, 3, 2, 1, 33))
     assert odd.row == -1 and table.fallback.kernels["fp16"][-1 - odd.kernel].config_key.startswith("gather[")
-
-
-def _nvcc() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    spec = importlib.util.find_spec("nvidia")
-    for root in spec.submodule_search_locations if spec else []:
-        for candidate in sorted(Path(root).glob("cu*/bin/nvcc")):
-            return str(candidate)
-    return None
 
 
 def build_harness(header_text: str, directory: Path, prelude: str = "") -> Path:
