@@ -55,7 +55,9 @@ def parse_choices(
 
 
 def parse_dtypes(values: Iterable[str] | None) -> list[str]:
-    return parse_choices(values, list(DTYPES), "--dtype", list(DTYPES))
+    """dtype names in any case (`--dtype BF16` is bf16), as the service reads them."""
+    folded = None if values is None else [v.lower() for v in values]
+    return parse_choices(folded, list(DTYPES), "--dtype", list(DTYPES))
 
 
 def split_shapes(text: str) -> list[str]:

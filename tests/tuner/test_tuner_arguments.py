@@ -120,3 +120,10 @@ def test_seconds_flags_state_their_range(kind, text: str, message: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=message):
         kind(text)
     assert A.heartbeat_seconds("1") == 1.0 and A.delay_seconds("0") == 0.0
+
+
+def test_dtype_names_are_read_in_any_case_as_the_service_reads_them() -> None:
+    from tuner.arguments import parse_dtypes
+
+    assert parse_dtypes(["BF16,Fp32"]) == ["bf16", "fp32"]
+    assert parse_dtypes(None) == ["fp32", "bf16", "fp16"]
