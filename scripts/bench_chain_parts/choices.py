@@ -1,0 +1,33 @@
+"""What the chain benchmark runs of this project's kernels: the configuration the results store
+serves on this GPU for an op, shape and dtype (`results.selection.select`: exact, else nearest),
+or the op's generic configuration where nothing tuned serves (no GPU needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from variants import OPS, Config, DType, Shape
+
+
+def load_index(results: Path | None = None) -> Any:
+    """The store's index (results.index.StoreIndex) over `results` (default: the user's results
+    directory) and the bundled store."""
+    from results.index import build_index
+    from results.store import load_results, read_dirs
+
+    return build_index(load_results(read_dirs(results))[0])
+
+
+def served(index: Any, label: str, op_name: str, shape: Shape, dtype: DType) -> tuple[Config, str]:
+    """(configuration, where it comes from) for op `op_name` at (shape, dtype) on GPU `label`."""
+    from results.selection import select
+
+    choice = select(index.for_op(op_name), label, shape, dtype)
+    if choice is not None:
+        tuned_at = f"{choice.group.shape.key} {choice.group.dtype.name}"
+        return choice.candidate.config, f"{choice.match}, tuned at {tuned_at}"
+    from repkv_tune.launcher import generic_config
+
+    config = generic_config(OPS[op_name], shape, dtype)
+    return config, f"generic: nothing in the store for {label!r} serves it"
