@@ -165,7 +165,7 @@ class Launchers:
 
     def _build(self, op_name: str, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> Launcher:
         from results.selection import shortlist
-        from tuner.gpus import InvalidGpuLabel, default_label
+        from tuner.run.gpus import InvalidGpuLabel, default_label
 
         op = variants.get_op(op_name)
         shape, dtype = variants.Shape(*shape_tuple), variants.get_dtype(dtype_name)

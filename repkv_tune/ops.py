@@ -21,11 +21,11 @@ kernel is compiled (CuPy, NVRTC) and its launch arguments packed on the first ca
 captured operation. CPU and float64 tensors take a plain PyTorch path (for tests and
 gradcheck). This module imports cupy only on a CUDA call; importing it needs torch alone.
 
-A shape nobody tuned races its backward's shortlist on the first call (`tuner.race` decides,
+A shape nobody tuned races its backward's shortlist on the first call (`tuner.runners.race` decides,
 from CUDA-event timings taken by `repkv_tune.race`; REPKV_RACE=0 turns it off, and nothing
 races during graph capture); the forward serves its selected configuration without a race.
 With REPKV_RECORD=1 or `record_races()` the race's measurements are written as trial rows of
-this process's own run (`tuner.race_record`), which later loads serve from.
+this process's own run (`tuner.runners.race_record`), which later loads serve from.
 
 Configurations are chosen for dout just written by the kernel before, as in a training step
 (each shape's ranking tuned with `python -m tuner --l2 fed` where it has one, its cold one

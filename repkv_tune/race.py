@@ -1,8 +1,8 @@
 """The race a PyTorch op runs on the first call for a shape nobody tuned: the shortlist's kernels
 timed on the device (fresh random dout, L2 flushed before every call and the GPU held
 RACE_HOLD_US after it, as the tuner times; median of RACE_REPS x RACE_ROUNDS, interleaved), the
-decision left to `tuner.race`, and, where the user allows it, the measurements recorded as trial
-rows of this process's own run (`tuner.race_record`). `repkv_tune.launcher` calls `race` once
+decision left to `tuner.runners.race`, and, where the user allows it, the measurements recorded as trial
+rows of this process's own run (`tuner.runners.race_record`). `repkv_tune.launcher` calls `race` once
 per (shape, dtype, device) and keeps the winner. The race times the default op (repkv backward:
 dout in, dinp out); the other ops serve their selected configuration without a race."""
 
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_FED
-from tuner.race import run_race
+from tuner.runners.race import run_race
 
 if TYPE_CHECKING:
     from repkv_tune.launcher import Launcher
-    from tuner.race import RaceResult
-    from tuner.race_record import RaceRecorder
-    from tuner.runner import GpuIdentity
+    from tuner.runners.race import RaceResult
+    from tuner.runners.race_record import RaceRecorder
+    from tuner.runners.runner import GpuIdentity
     from variants import DType, Shape
 
 log = logging.getLogger("repkv_tune.ops")
@@ -36,10 +36,10 @@ RACE = os.environ.get("REPKV_RACE", "1") != "0"
 # REPKV_L2=cold for a call that starts from a cold L2 (results.schema.L2_STATES).
 L2 = os.environ.get("REPKV_L2", L2_FED)
 RACE_REPS = 7  # timed calls of a candidate per round, after one untimed call
-# Rounds of the race, every candidate once a round, interleaved (tuner.race.run_race): 35
+# Rounds of the race, every candidate once a round, interleaved (tuner.runners.race.run_race): 35
 # samples a candidate, enough to tell apart two configurations 2% apart, in milliseconds.
 RACE_ROUNDS = 5
-# The GPU-side wait after each flush (tuner.gpu.timing.HOLD_SOURCE): the timed launch is queued
+# The GPU-side wait after each flush (tuner.runners.gpu.timing.HOLD_SOURCE): the timed launch is queued
 # before the GPU reaches it, so a race times what the tuner times and its recorded rows rank
 # with the tuner's (RACE_REPS + 1 holds: about 1.2 ms per candidate).
 RACE_HOLD_US = DEFAULT_HOLD_US
@@ -64,7 +64,7 @@ class _RaceBench:
         import cupy as cp
         import numpy as np
 
-        from tuner.gpu.timing import hold_kernel
+        from tuner.runners.gpu.timing import hold_kernel
 
         self._hold = hold_kernel(device)
         self._hold_ns = np.uint64(int(RACE_HOLD_US * 1000))
@@ -107,7 +107,7 @@ class _RaceBench:
         WrongResult when any differs."""
         import cupy as cp
 
-        from tuner.race_record import WrongResult
+        from tuner.runners.race_record import WrongResult
         from variants.reference import validate_output
 
         self.dinp.fill_(float("nan"))
@@ -133,7 +133,7 @@ class _RaceBench:
         (cudaMemcpyAsync) and the tuner's 16-byte copy kernel (the tuner's rule)."""
         import cupy as cp
 
-        from tuner.gpu.timing import copy_kernel
+        from tuner.runners.gpu.timing import copy_kernel
 
         nbytes = self.shape.bytes_moved(self.dtype) // 2
         source = torch.ones(nbytes, dtype=torch.uint8, device=self.device)
@@ -159,7 +159,7 @@ def _storage(tensor: torch.Tensor, cp):
 def race(launchers: list[Launcher], shape: Shape, dtype: DType, device: int, gpu: str) -> Launcher:
     """Time each candidate on fresh input (L2 flushed before every call; median of RACE_REPS
     calls in each of RACE_ROUNDS interleaved rounds) and keep the fastest for the process
-    (`tuner.race`: the served configuration stays unless another beats it by more than
+    (`tuner.runners.race`: the served configuration stays unless another beats it by more than
     RACE_MARGIN; a candidate that fails is skipped). Takes tens of milliseconds once compiled.
     When recording, each candidate's output is validated before it is timed, a device copy
     of the same bytes is timed too, and the measurements are written as rows of this
@@ -212,7 +212,7 @@ def _check_for_recording(bench: _RaceBench, launcher: Launcher, unchecked: set[i
     """Validate a candidate before its time is recorded: a wrong result raises (the race skips
     it, and its row says so); a check that cannot run (e.g. out of memory) leaves the
     candidate in the race but out of the rows, which claim a validated output."""
-    from tuner.race_record import WrongResult
+    from tuner.runners.race_record import WrongResult
 
     try:
         bench.check(launcher)
@@ -242,7 +242,7 @@ def _race_rows(
     copy_ms: float | None,
     run_id: str,
 ) -> list[dict]:
-    from tuner.race_record import race_rows
+    from tuner.runners.race_record import race_rows
 
     return race_rows(
         result,
@@ -260,13 +260,13 @@ _IDENTITIES: dict[int, GpuIdentity] = {}
 
 
 def _identity(device: int) -> GpuIdentity:
-    """The device as a trial row names it (`tuner.gpu.session.read_identity`), read once; a
+    """The device as a trial row names it (`tuner.runners.gpu.session.read_identity`), read once; a
     race times with RACE_HOLD_US after its flush, and holds to the tuner's copy."""
     identity = _IDENTITIES.get(device)
     if identity is None:
         import cupy as cp
 
-        from tuner.gpu.session import read_identity
+        from tuner.runners.gpu.session import read_identity
 
         timed_alike = replace(
             read_identity(cp.cuda.Device(device)), hold_us=RACE_HOLD_US, l2=L2, copy_method=COPY_FASTEST
@@ -276,7 +276,7 @@ def _identity(device: int) -> GpuIdentity:
 
 
 # Recording: a race's measurements become trial rows of this process's own run
-# (`tuner.race_record`), where the user allows it: REPKV_RECORD=1 (read when a race runs)
+# (`tuner.runners.race_record`), where the user allows it: REPKV_RECORD=1 (read when a race runs)
 # records under the user's results directory, `record_races()` anywhere. Off by default.
 _RECORD: Path | bool | None = None  # None: REPKV_RECORD decides; False: off; True: user dir
 _RECORDERS: dict[Path, RaceRecorder] = {}
@@ -312,7 +312,7 @@ def _recorder() -> RaceRecorder | None:
             return None
         recorder = _RECORDERS.get(directory)
         if recorder is None:
-            from tuner.race_record import RaceRecorder
+            from tuner.runners.race_record import RaceRecorder
 
             recorder = _RECORDERS.setdefault(directory, RaceRecorder(directory))
         return recorder

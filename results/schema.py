@@ -140,11 +140,11 @@ COLUMNS = tuple(TRIAL_SCHEMA.names)
 # timed call is already queued when the GPU reaches it (as the peers benchmark times). On the
 # H200 it steadied a configuration's time between runs from 3-4% to 0.5-1.5% at 6-10 µs.
 # Rows timed otherwise are ranked after rows timed so (`results.best.ranked`), and never
-# answer a run that times another way (`tuner.claims.stored_answers`).
+# answer a run that times another way (`tuner.study.claims.stored_answers`).
 DEFAULT_HOLD_US = 150.0
 
 # copy_method of rows whose copy_ms is the faster of cudaMemcpyAsync and a 16-byte copy kernel
-# (`tuner.gpu.timing.time_device_copy`); null in rows written before, which timed the first alone.
+# (`tuner.runners.gpu.timing.time_device_copy`); null in rows written before, which timed the first alone.
 COPY_FASTEST = "fastest"
 
 

@@ -183,7 +183,7 @@ def warm_compile_cache(shape: str, dtype: str) -> float:
     """Compile every valid kernel of the shape into CuPy's disk cache, on device 0."""
     code = (
         "import cupy\n"
-        "from tuner.gpu.kernels import Kernels\n"
+        "from tuner.runners.gpu.kernels import Kernels\n"
         "from variants import DTYPES, FAMILIES, Shape\n"
         "cupy.cuda.Device(0).use()\n"
         f"s, d = Shape.parse({shape!r}), DTYPES[{dtype!r}]\n"

@@ -14,7 +14,7 @@ Output: `frontier.parquet` in `--out` (default `docs/runs/`) and the summary pri
 docs/kernels.md come from its H200 runs, `docs/runs/h200_frontier_*.txt` and `.parquet`.
 
 With `--device-time N` the N fastest configurations by event time and the winner are then
-profiled (`tuner.gpu.kernel_profile`, needs PyTorch): each row profiled gets `device_us`, the
+profiled (`tuner.runners.gpu.kernel_profile`, needs PyTorch): each row profiled gets `device_us`, the
 median GPU time of its kernel over 40 flushed calls without the launch, and the summary adds the
 fastest of them by device time. Below ~30 MB, where the launch is a third of an event-timed
 call, it tells apart configurations that the events rank within noise.
@@ -87,7 +87,7 @@ def main() -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from tuner.gpu.runner import GpuRunner  # a worker process: a hang or crash costs one trial
+    from tuner.runners.gpu.runner import GpuRunner  # a worker process: a hang or crash costs one trial
 
     index = build_index(load_results(bundled_results_dir())[0])
     names = list(FAMILIES) if args.family == "all" else args.family.split(",")
@@ -156,12 +156,12 @@ def with_device_time(
 ) -> list[dict[str, Any]]:
     """The group's rows, those of `profiled_keys` with `device_us` (`configs`: key -> Config)."""
     global _PROFILER
-    from tuner.gpu.kernel_profile import trace_calls
-    from tuner.gpu.session import DeviceSession
-    from tuner.kernel_trace import device_times
+    from tuner.runners.gpu.kernel_profile import trace_calls
+    from tuner.runners.gpu.session import DeviceSession
+    from tuner.runners.kernel_trace import device_times
 
     if _PROFILER is None:
-        from tuner.gpu.peers import share_stream_with_torch
+        from tuner.runners.gpu.peers import share_stream_with_torch
 
         _PROFILER = DeviceSession(reps=10, hold_us=hold_us)
         share_stream_with_torch(_PROFILER.device.id)

@@ -7,7 +7,7 @@ For each shape and dtype, every side validated first against a float64 reference
   `repkv_tune.ops.repkv_backward(out=...)`;
 - `compile[default]:<f>`, `compile[max-autotune]:<f>`: `torch.compile` (dynamic=False) of the
   slice/sum/cat and repeat_kv formulations, the latter mode "max-autotune-no-cudagraphs";
-- `triton:autotune`: the autotuned Triton kernel of tuner/gpu/triton_peer.py;
+- `triton:autotune`: the autotuned Triton kernel of tuner/runners/gpu/triton_peer.py;
 - `copy`: `torch.Tensor.copy_` of half the bytes the kernel moves; `empty`: an empty Triton kernel.
 
 The measures per side:

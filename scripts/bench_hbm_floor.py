@@ -44,7 +44,7 @@ RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are ke
 sys.path.insert(0, str(ROOT))
 
 from results.schema import DEFAULT_HOLD_US  # noqa: E402
-from tuner.presets import DEFAULT_SHAPES  # noqa: E402
+from tuner.cli.presets import DEFAULT_SHAPES  # noqa: E402
 from variants import DType, Shape, get_dtype  # noqa: E402
 
 WORD = 16  # bytes per load and store of the streaming kernels
@@ -217,9 +217,9 @@ def probe(
     shape: Shape, dtype: DType, session: Any, index: Any, label: str, reps: int
 ) -> list[dict[str, Any]]:
     from results.selection import select
-    from tuner.gpu.kernel_profile import trace_calls
-    from tuner.gpu.timing import device_copy, time_launches
-    from tuner.kernel_trace import device_times
+    from tuner.runners.gpu.kernel_profile import trace_calls
+    from tuner.runners.gpu.timing import device_copy, time_launches
+    from tuner.runners.kernel_trace import device_times
 
     served = select(index, label, shape, dtype)
     if served is None:
@@ -300,8 +300,8 @@ def main() -> int:
 
     from results.index import build_index
     from results.store import bundled_results_dir, load_results
-    from tuner.gpu.peers import share_stream_with_torch
-    from tuner.gpu.session import DeviceSession
+    from tuner.runners.gpu.peers import share_stream_with_torch
+    from tuner.runners.gpu.session import DeviceSession
 
     session = DeviceSession(reps=args.reps, hold_us=args.hold_us)
     share_stream_with_torch(session.device.id)

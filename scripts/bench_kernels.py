@@ -12,13 +12,13 @@ poisoned with NaN, every element compared with the float64 reference):
   Dynamo reset before each compile) of two formulations in the default mode, then in
   "max-autotune-no-cudagraphs" (pairs closest to the tuned kernel first, while the time budget
   lasts: each such compile tunes for seconds);
-- a Triton kernel autotuned over its tile and warps (tuner/gpu/triton_peer.py);
+- a Triton kernel autotuned over its tile and warps (tuner/runners/gpu/triton_peer.py);
 - last, head to head: the tuned kernel and the pair's fastest peer, rebuilt and validated
   again, timed in interleaved rounds (each the fastest of its round medians), so that their
   ratio carries neither the minutes between the passes nor the luck of the fastest of many
   peers timed once.
 
-Every call is timed alike with tuner.gpu.timing: CUDA events around the call, L2 flushed
+Every call is timed alike with tuner.runners.gpu.timing: CUDA events around the call, L2 flushed
 before it, then a short GPU-side wait (--hold-us) so the launch is queued before the GPU gets
 to it: times are GPU time, whatever the CPU cost of issuing the call (Python, guards,
 autotuner lookup). Median and p20/p80 of --reps calls.
@@ -55,8 +55,8 @@ from bench_kernels_parts.report import report  # noqa: E402
 
 from results.peaks import peak_gbps  # noqa: E402
 from results.schema import DEFAULT_HOLD_US, L2_COLD, L2_STATES  # noqa: E402
-from tuner.peer_bench_names import BENCH_SHAPES, PEER_GROUPS, QUICK_DTYPES, QUICK_SHAPES  # noqa: E402
-from tuner.peer_bench_plan import Costs, Plan, describe, estimate  # noqa: E402
+from tuner.peers.names import BENCH_SHAPES, PEER_GROUPS, QUICK_DTYPES, QUICK_SHAPES  # noqa: E402
+from tuner.peers.plan import Costs, Plan, describe, estimate  # noqa: E402
 from variants import DTYPES, InvalidShape, Shape, get_dtype  # noqa: E402
 
 # What its callers use (scripts/probes/probe_inductor.py, the tests) besides its command line.
@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 
-# Formulations (tuner/gpu/torch_peers.py); listed here so that --help and --estimate need no torch.
+# Formulations (tuner/runners/gpu/torch_peers.py); listed here so that --help and --estimate need no torch.
 EAGER_FORMULATIONS = ("sum_cat", "repeat_kv_bwd", "fp32_sum_cat", "into_slices")
 COMPILED_FORMULATIONS = ("sum_cat", "repeat_kv_bwd")
 TRITON_CONFIGS = 5  # len(triton_peer.TILE_CONFIGS): a test keeps the two equal
@@ -231,7 +231,7 @@ def run(args: argparse.Namespace, plan: Plan) -> int:
         f"{device.name} (label {device.label}); {versions}; peak {peak or 'unknown'} GB/s; "
         f"hold {plan.hold_us:.0f} us; L2 {plan.l2}; out {args.out or '(none)'}",
     )
-    from tuner.gpu import torch_peers
+    from tuner.runners.gpu import torch_peers
 
     torch_peers.configure_dynamo()
     choices = tuned_choices(args.results, device.label, plan.pairs, lambda text: log(start, text), plan.l2)

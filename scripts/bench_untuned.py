@@ -115,7 +115,7 @@ def main() -> int:
     tuned_rows.to_parquet(args.out / "untuned_tuning.parquet", index=False)
     best = winners(tuned_rows)
 
-    from tuner.gpu.runner import GpuRunner
+    from tuner.runners.gpu.runner import GpuRunner
 
     runner = GpuRunner()
     rows = []

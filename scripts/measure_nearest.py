@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from results.leave_one_out import leave_one_out, summarize  # noqa: E402
 from results.store import load_results  # noqa: E402
-from tuner.rows import ResultsSink, StudyInfo, new_run_id, trial_row  # noqa: E402
+from tuner.run.rows import ResultsSink, StudyInfo, new_run_id, trial_row  # noqa: E402
 from variants import Config, Shape, get_dtype  # noqa: E402
 
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = table[table["served_config"].notna() & table["served_ms"].isna()]
     print(f"{len(table)} tuned groups; {len(missing)} served configurations never measured there")
     if len(missing):
-        from tuner.gpu.runner import GpuRunner
+        from tuner.runners.gpu.runner import GpuRunner
 
         params = frame.drop_duplicates("config_key").set_index("config_key")[["family", "params"]]
         run_id = new_run_id()

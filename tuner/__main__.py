@@ -3,7 +3,7 @@
 Ctrl-C is taken over on the first line, before anything heavy is imported: whenever it comes,
 the command ends with one line and status 130, never a KeyboardInterrupt traceback
 (`tuner.interrupt`). The commands that read results run on the base install; tuning says in
-one line to install the `tuner` extra when it is missing (`tuner.extra`).
+one line to install the `tuner` extra when it is missing (`tuner.cli.extra`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     process's entry point, and the Ctrl-C handler stays through the interpreter's exit;
     with `argv` (a test, a script) the caller's handler is restored when it returns."""
     with quits_at_once(for_good=argv is None):
-        from tuner.cli import main as cli_main
+        from tuner.cli.main import main as cli_main
 
         return cli_main(argv)
 

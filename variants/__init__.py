@@ -2,7 +2,7 @@
 template and one descriptor per family.
 
 Importing this package never imports cupy: the descriptors are plain Python. The code that
-touches the device is `tuner/gpu/` (`repkv_tune` calls a tuned kernel from PyTorch).
+touches the device is `tuner/runners/gpu/` (`repkv_tune` calls a tuned kernel from PyTorch).
 """
 
 from __future__ import annotations

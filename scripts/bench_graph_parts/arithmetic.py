@@ -8,7 +8,7 @@ import statistics
 
 import numpy as np
 
-from tuner.timing_stats import Windows
+from tuner.runners.timing_stats import Windows
 
 CALLS_PER_GRAPH = 40
 REPLAYS = 7  # per round; a graph measure is the median replay of its median round

@@ -14,10 +14,10 @@ import torch
 from results.index import build_index
 from results.schema import DEFAULT_HOLD_US
 from results.store import bundled_results_dir, load_results, read_dirs
-from tuner.gpu.kernels import Kernels
-from tuner.gpu.peers import share_stream_with_torch
-from tuner.gpu.timing import L2Flusher
-from tuner.gpu.torch_peers import configure_dynamo
+from tuner.runners.gpu.kernels import Kernels
+from tuner.runners.gpu.peers import share_stream_with_torch
+from tuner.runners.gpu.timing import L2Flusher
+from tuner.runners.gpu.torch_peers import configure_dynamo
 from variants import FAMILIES
 
 from .graphs import GraphTimer

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tuner.gpu.timing import L2Flusher, time_windows
-from tuner.timing_stats import Windows
+from tuner.runners.gpu.timing import L2Flusher, time_windows
+from tuner.runners.timing_stats import Windows
 
 from .arithmetic import ROUNDS, held_measures, merged
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tuner.peer_bench_names import BENCH_SHAPES
+from tuner.peers.names import BENCH_SHAPES
 from variants import Config, Shape, get_dtype
 
 if TYPE_CHECKING:

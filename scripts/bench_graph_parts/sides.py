@@ -16,10 +16,10 @@ import torch
 from repkv_tune.ops import reference_backward, repkv_backward
 from results.index import shape_tuple
 from results.selection import select
-from tuner.gpu import triton_peer
-from tuner.gpu.kernels import CompileError
-from tuner.gpu.peers import as_storage
-from tuner.gpu.torch_peers import TORCH_DTYPES, compile_formulation, repeat_kv_backward, sum_cat
+from tuner.runners.gpu import triton_peer
+from tuner.runners.gpu.kernels import CompileError
+from tuner.runners.gpu.peers import as_storage
+from tuner.runners.gpu.torch_peers import TORCH_DTYPES, compile_formulation, repeat_kv_backward, sum_cat
 from variants import DType, InvalidConfig, Shape
 
 from .arithmetic import COMPILE_MODES

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from tuner.peer_bench_plan import Plan
+from tuner.peers.plan import Plan
 from variants import DType
 
 
@@ -18,10 +18,10 @@ from variants import DType
 class Device:
     """What the bench uses of the device. On a GPU: `gpu_device`; tests pass CPU fakes."""
 
-    session: Any  # tuner.gpu.session.DeviceSession: buffers, release, run_checked, measure, flush
+    session: Any  # tuner.runners.gpu.session.DeviceSession: buffers, release, run_checked, measure, flush
     xp: Any  # cupy (the array module of the session's buffers)
-    time_calls: Callable[..., Any]  # tuner.gpu.timing.time_launches(launch, flush, reps=) -> Timing
-    # tuner.gpu.timing.fastest_copy(nbytes, flush, reps=) -> (method, Timing): cudaMemcpyAsync
+    time_calls: Callable[..., Any]  # tuner.runners.gpu.timing.time_launches(launch, flush, reps=) -> Timing
+    # tuner.runners.gpu.timing.fastest_copy(nbytes, flush, reps=) -> (method, Timing): cudaMemcpyAsync
     # or the 16-byte copy kernel, whichever ran faster
     time_copy: Callable[..., Any]
     empty_launch: Callable[[], None]  # one launch of an empty kernel
@@ -31,14 +31,14 @@ class Device:
     name: str = ""
     label: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
-    # the device-time pass: tuner.gpu.timing.device_copy(nbytes, method) -> a copy's launch, and
-    # tuner.gpu.kernel_profile.trace_calls(sides, flush, calls) -> trace events (None: no pass)
+    # the device-time pass: tuner.runners.gpu.timing.device_copy(nbytes, method) -> a copy's launch, and
+    # tuner.runners.gpu.kernel_profile.trace_calls(sides, flush, calls) -> trace events (None: no pass)
     copy_launch: Callable[[int, str], Callable[[], None]] | None = None
     trace_calls: Callable[..., list[dict[str, Any]]] | None = None
 
 
 # PyTorch's messages after which the CUDA context is unusable (the session's own, for CuPy's
-# errors, are tuner.gpu.session.STICKY_ERRORS).
+# errors, are tuner.runners.gpu.session.STICKY_ERRORS).
 TORCH_STICKY = (
     "illegal memory access",
     "misaligned address",
@@ -50,7 +50,7 @@ TORCH_STICKY = (
 
 def is_sticky(message: str) -> bool:
     try:
-        from tuner.gpu.session import STICKY_ERRORS
+        from tuner.runners.gpu.session import STICKY_ERRORS
     except ImportError:  # no cupy: nothing ran on a GPU
         STICKY_ERRORS = ()
     return any(marker in message for marker in (*STICKY_ERRORS, *TORCH_STICKY))
@@ -77,11 +77,11 @@ def gpu_device(args: argparse.Namespace, plan: Plan) -> Device:
     import cupy as cp
     import torch
 
-    from tuner.gpu.kernel_profile import trace_calls
-    from tuner.gpu.peers import as_storage, as_torch, share_stream_with_torch
-    from tuner.gpu.session import DeviceSession
-    from tuner.gpu.timing import device_copy, empty_launch, fastest_copy, time_launches
-    from tuner.gpus import default_label
+    from tuner.run.gpus import default_label
+    from tuner.runners.gpu.kernel_profile import trace_calls
+    from tuner.runners.gpu.peers import as_storage, as_torch, share_stream_with_torch
+    from tuner.runners.gpu.session import DeviceSession
+    from tuner.runners.gpu.timing import device_copy, empty_launch, fastest_copy, time_launches
 
     # Every timed call, the session's own (its kernels) included, goes through its flush and hold.
     session = DeviceSession(reps=plan.reps, hold_us=plan.hold_us, l2=plan.l2)

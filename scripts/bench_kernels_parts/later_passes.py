@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tuner.peer_bench_names import (
+from tuner.peers.names import (
     COMPILED,
     COPY_PEER,
     DEVICE_CALLS,
@@ -22,7 +22,7 @@ from tuner.peer_bench_names import (
     compile_peer,
     head_to_head_peer,
 )
-from tuner.peer_bench_rows import make_row
+from tuner.peers.rows import make_row
 from variants import DType, Shape
 
 from .device import recoverable
@@ -96,12 +96,12 @@ class LaterPasses:
         self.release()
 
     def device_time(self, shape: Shape, dtype: DType) -> None:
-        """The profiled pass (tuner.kernel_trace): the copy, the empty launch, the tuned kernel
+        """The profiled pass (tuner.runners.kernel_trace): the copy, the empty launch, the tuned kernel
         and the DEVICE_PEERS fastest peers by event time, rebuilt and validated again, then
         DEVICE_CALLS flushed calls of each under the profiler; each one's first-pass row gets
         the GPU time of its own kernels and copies per call (median, p20, p80) and their count.
         A side that cannot be rebuilt is left out; a failed trace leaves every row as it was."""
-        from tuner.kernel_trace import device_times
+        from tuner.runners.kernel_trace import device_times
 
         if self.device.trace_calls is None or self.device.copy_launch is None:
             return

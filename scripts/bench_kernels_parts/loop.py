@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from results.store import write_frame
-from tuner.peer_bench_names import (
+from tuner.peers.names import (
     COMPILED,
     COPY_PEER,
     DEVICE_PEERS,
@@ -30,8 +30,8 @@ from tuner.peer_bench_names import (
     eager_peer,
     llmc_peer,
 )
-from tuner.peer_bench_plan import Budget, Costs, Plan
-from tuner.peer_bench_rows import derive, make_row
+from tuner.peers.plan import Budget, Costs, Plan
+from tuner.peers.rows import derive, make_row
 from variants import Config, DType, Shape
 from variants.family import BLOCK_SIZES
 
@@ -71,7 +71,7 @@ class PeerBench(PeerMeasures, LaterPasses):
         # (shape key, dtype, peer) -> a fresh validated launch of a peer that measured ok, for
         # the head-to-head pass (rebuilt then: buffers are released between pairs)
         self.rebuilders: dict[tuple[str, str, str], Callable[[], Callable[[], Any]]] = {}
-        # (shape key, dtype) -> the copy method that won the copy row (tuner.gpu.timing.COPY_METHODS)
+        # (shape key, dtype) -> the copy method that won the copy row (tuner.runners.gpu.timing.COPY_METHODS)
         self.copy_methods: dict[tuple[str, str], str] = {}
 
     # --- helpers ---

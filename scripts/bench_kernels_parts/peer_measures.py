@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tuner.peer_bench_names import (
+from tuner.peers.names import (
     CEILING,
     COPY_PEER,
     EMPTY_PEER,
@@ -20,12 +20,12 @@ from tuner.peer_bench_names import (
     TUNED,
     TUNED_PEER,
 )
-from tuner.peer_bench_rows import make_row
+from tuner.peers.rows import make_row
 from variants import Config, DType, Shape
 
 from .device import recoverable
 
-# the copy row's name of each method of tuner.gpu.timing.COPY_METHODS
+# the copy row's name of each method of tuner.runners.gpu.timing.COPY_METHODS
 COPY_NAMES = {"memcpy": "cudaMemcpyAsync D2D", "kernel": "16-byte copy kernel"}
 
 
@@ -110,7 +110,7 @@ class PeerMeasures:
         """Fresh random dout; the allocator's free memory of dinp's size poisoned with NaN (the
         call allocates its output there); one call; every element of its result compared with
         the reference. Returns the Validation, or a message when the result is not a dinp."""
-        from tuner.gpu.torch_peers import TORCH_DTYPES
+        from tuner.runners.gpu.torch_peers import TORCH_DTYPES
         from variants.reference import random_input, validate_output
 
         torch, xp = self.torch, self.device.xp
@@ -135,7 +135,7 @@ class PeerMeasures:
     ) -> tuple[Callable[[], Any], Any]:
         """The formulation's call on the pair's dout, compiled by its first call if compile_mode
         (then also returns that first call's record, else None)."""
-        from tuner.gpu import torch_peers
+        from tuner.runners.gpu import torch_peers
 
         dout, _ = self.session.buffers(shape, dtype)
         source = self.device.to_torch(dout, dtype)
@@ -162,7 +162,7 @@ class PeerMeasures:
     ) -> None:
         """A PyTorch formulation returning dinp: compiled on its first call (if compile_mode),
         then validated on fresh input, then timed."""
-        from tuner.gpu import torch_peers
+        from tuner.runners.gpu import torch_peers
 
         extra: dict[str, Any] = {"config": f"mode={compile_mode}" if compile_mode else ""}
         try:
@@ -198,7 +198,7 @@ class PeerMeasures:
         """Autotuned on its first call (every config compiled and timed by Triton), then run
         once more through the session's check (fresh input, dinp poisoned), then timed."""
         try:
-            from tuner.gpu import triton_peer
+            from tuner.runners.gpu import triton_peer
         except ImportError as exc:
             self.add(make_row(shape, dtype, TRITON_PEER, TRITON, status="unavailable", message=str(exc)))
             return
@@ -231,7 +231,7 @@ class PeerMeasures:
         )
 
     def triton_call(self, shape: Shape, dtype: DType) -> Callable[[], None]:
-        from tuner.gpu import triton_peer
+        from tuner.runners.gpu import triton_peer
 
         dout, dinp = self.session.buffers(shape, dtype)
         source, target = self.device.to_torch(dout, dtype), self.device.to_torch(dinp, dtype)

@@ -1,13 +1,13 @@
 """What the peers benchmark prints at its end: the first calls' compiles, the failures, then
-the tables (tuner.peer_bench_tables.render)."""
+the tables (tuner.peers.tables.render)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from tuner.peer_bench_names import STATUS_OK, STATUS_SKIPPED
-from tuner.peer_bench_summary import summary
-from tuner.peer_bench_tables import render
+from tuner.peers.names import STATUS_OK, STATUS_SKIPPED
+from tuner.peers.summary import summary
+from tuner.peers.tables import render
 
 from .loop import PeerBench
 

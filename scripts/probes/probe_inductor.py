@@ -69,7 +69,7 @@ def sweep_launches(bench: Any, shape: Any, dtype: Any, kernel: Any, ptx: dict[st
     import torch
     import triton
 
-    from tuner.gpu.torch_peers import TORCH_DTYPES
+    from tuner.runners.gpu.torch_peers import TORCH_DTYPES
 
     dout, _ = bench.session.buffers(shape, dtype)
     source = bench.device.to_torch(dout, dtype)
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     from torch._inductor import config as inductor_config
     from torch._inductor.utils import run_and_get_code
 
-    from tuner.gpu import torch_peers
+    from tuner.runners.gpu import torch_peers
 
     inductor_config.force_disable_caches = True  # every compile autotunes afresh
     bench_args = bench_kernels.parse_args(

@@ -40,7 +40,7 @@ def rounds_of(
     sides: dict[str, Callable[[], Any]], flush: Callable[[], None], reps: int
 ) -> dict[str, list[float]]:
     """Each side's median per round, the sides in a different order each round."""
-    from tuner.gpu.timing import time_launches
+    from tuner.runners.gpu.timing import time_launches
 
     names = list(sides)
     out: dict[str, list[float]] = {n: [] for n in names}
@@ -67,13 +67,13 @@ def main() -> int:
     from results.index import build_index
     from results.selection import select
     from results.store import bundled_results_dir, load_results
-    from tuner.gpu import triton_peer
-    from tuner.gpu.kernel_profile import trace_calls
-    from tuner.gpu.peers import as_torch, share_stream_with_torch
-    from tuner.gpu.session import DeviceSession
-    from tuner.gpu.timing import empty_launch
-    from tuner.gpu.torch_peers import compile_formulation, configure_dynamo, sum_cat
-    from tuner.kernel_trace import device_times
+    from tuner.runners.gpu import triton_peer
+    from tuner.runners.gpu.kernel_profile import trace_calls
+    from tuner.runners.gpu.peers import as_torch, share_stream_with_torch
+    from tuner.runners.gpu.session import DeviceSession
+    from tuner.runners.gpu.timing import empty_launch
+    from tuner.runners.gpu.torch_peers import compile_formulation, configure_dynamo, sum_cat
+    from tuner.runners.kernel_trace import device_times
 
     session = DeviceSession(reps=args.reps, hold_us=DEFAULT_HOLD_US)
     share_stream_with_torch(session.device.id)

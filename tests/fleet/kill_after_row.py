@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from tuner.rows import ResultsSink
+from tuner.run.rows import ResultsSink
 
 after = int(sys.argv[1])
 append = ResultsSink.append
@@ -21,6 +21,6 @@ def append_then_die(self: ResultsSink, row: dict) -> None:
 
 ResultsSink.append = append_then_die  # type: ignore[method-assign]
 
-from tuner.cli import main  # noqa: E402
+from tuner.cli.main import main  # noqa: E402
 
 raise SystemExit(main(sys.argv[2:]))

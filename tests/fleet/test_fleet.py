@@ -37,9 +37,9 @@ import tuner_fakes as F
 from live_service import running_service
 
 from results.store import load_results
-from tuner.claims import ATTR_KEY, Snapshot
-from tuner.liveness import WORKER
-from tuner.storage import make_storage
+from tuner.study.claims import ATTR_KEY, Snapshot
+from tuner.study.liveness import WORKER
+from tuner.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = "B=1,T=256,NH=14,NH_KV=2,HD=64"

@@ -59,7 +59,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def session():
-    from tuner.gpu.session import DeviceSession
+    from tuner.runners.gpu.session import DeviceSession
 
     s = DeviceSession(reps=5)
     work = [

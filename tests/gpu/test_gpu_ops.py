@@ -59,7 +59,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def sessions():
-    from tuner.gpu.session import DeviceSession
+    from tuner.runners.gpu.session import DeviceSession
 
     made = {op.name: DeviceSession(families=op.families, reps=5) for op in NEW_OPS}
     for op in NEW_OPS:

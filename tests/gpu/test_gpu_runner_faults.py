@@ -18,7 +18,7 @@ SHAPE = Shape(2, 64, 8, 2, 32)
 
 @pytest.fixture(scope="module")
 def runner():
-    from tuner.gpu.runner import GpuRunner
+    from tuner.runners.gpu.runner import GpuRunner
 
     # 15 s: the first run on a cold CuPy cache compiles its own kernels too
     with GpuRunner(timeout_s=15.0, families={**FAMILIES, "faulty": FAULTY}, reps=10) as r:
@@ -74,10 +74,10 @@ def test_a_study_over_planted_faults_records_each_and_completes(tmp_path) -> Non
     """The whole loop on the GPU: a grid study over the faulty family (plus llm.c's baseline)
     measures every configuration, files every fault as a row with its status, and ends."""
     from results.store import load_results
-    from tuner.gpu.runner import GpuRunner
-    from tuner.rows import ResultsSink
-    from tuner.study import StudyLoop
-    from tuner.study_plan import StudyPlan
+    from tuner.run.rows import ResultsSink
+    from tuner.runners.gpu.runner import GpuRunner
+    from tuner.study.loop import StudyLoop
+    from tuner.study.plan import StudyPlan
 
     families = {"naive": FAMILIES["naive"], "faulty": FAULTY}
     plan = StudyPlan(

@@ -1,4 +1,4 @@
-"""tuner.gpu.timing on a GPU: the flush leaves L2 cold, and the hold makes the GPU wait after it."""
+"""tuner.runners.gpu.timing on a GPU: the flush leaves L2 cold, and the hold makes the GPU wait after it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ pytestmark = pytest.mark.gpu
 def test_the_hold_waits_on_the_gpu_after_the_flush() -> None:
     import cupy as cp
 
-    from tuner.gpu.timing import L2Flusher, time_launches
+    from tuner.runners.gpu.timing import L2Flusher, time_launches
 
     device = cp.cuda.Device()
     plain, held = L2Flusher(device), L2Flusher(device, hold_us=200.0)
@@ -31,7 +31,7 @@ def test_every_window_is_kept_and_a_held_cpu_stays_ahead() -> None:
     import cupy as cp
     import numpy as np
 
-    from tuner.gpu.timing import L2Flusher, time_windows
+    from tuner.runners.gpu.timing import L2Flusher, time_windows
 
     windows = time_windows(lambda: None, L2Flusher(cp.cuda.Device(), hold_us=200.0), reps=30)
     assert len(windows.ms) == 30 and (windows.ms > 0).all()
@@ -46,7 +46,7 @@ def test_calls_slow_to_issue_are_timed_again_under_a_longer_hold() -> None:
 
     import cupy as cp
 
-    from tuner.gpu.timing import L2Flusher, empty_launch, time_launches
+    from tuner.runners.gpu.timing import L2Flusher, empty_launch, time_launches
 
     flush = L2Flusher(cp.cuda.Device(), hold_us=150.0)
     empty = empty_launch()
@@ -65,7 +65,7 @@ def test_calls_slow_to_issue_are_timed_again_under_a_longer_hold() -> None:
 
 
 def test_a_session_times_an_empty_launch_once() -> None:
-    from tuner.gpu.session import DeviceSession
+    from tuner.runners.gpu.session import DeviceSession
 
     session = DeviceSession(reps=10)
     assert 0.0 < session.identity.empty_launch_ms < 0.05  # a few microseconds
@@ -76,9 +76,9 @@ def test_the_profiled_pass_gives_each_sides_own_device_time() -> None:
     pytest.importorskip("torch")
     import cupy as cp
 
-    from tuner.gpu.kernel_profile import trace_calls
-    from tuner.gpu.timing import L2Flusher, device_copy, empty_launch
-    from tuner.kernel_trace import device_times
+    from tuner.runners.gpu.kernel_profile import trace_calls
+    from tuner.runners.gpu.timing import L2Flusher, device_copy, empty_launch
+    from tuner.runners.kernel_trace import device_times
 
     flush = L2Flusher(cp.cuda.Device(), hold_us=50.0)
     small, large = device_copy(1 << 20), device_copy(64 << 20)
@@ -95,7 +95,7 @@ def test_the_profiled_pass_gives_each_sides_own_device_time() -> None:
 def test_the_copy_kernel_copies_every_byte_and_no_more(nbytes: int) -> None:
     import cupy as cp
 
-    from tuner.gpu.timing import copy_kernel
+    from tuner.runners.gpu.timing import copy_kernel
 
     src = cp.random.default_rng(nbytes).integers(1, 255, size=nbytes + 32, dtype=cp.uint8)
     dst = cp.zeros(nbytes + 32, dtype=cp.uint8)
@@ -110,8 +110,8 @@ def test_the_copy_kernel_copies_every_byte_and_no_more(nbytes: int) -> None:
 def test_the_copy_a_kernel_is_held_to_is_the_faster_of_the_two() -> None:
     import cupy as cp
 
-    from tuner.gpu.timing import L2Flusher, copy_launchers, fastest_copy, time_launches
-    from tuner.timing_sources import COPY_METHODS
+    from tuner.runners.gpu.timing import L2Flusher, copy_launchers, fastest_copy, time_launches
+    from tuner.runners.timing_sources import COPY_METHODS
 
     flush = L2Flusher(cp.cuda.Device(), hold_us=50.0)
     nbytes = 42_240_000  # an odd token count's bytes: where cudaMemcpyAsync ran slow on an H200
@@ -124,7 +124,7 @@ def test_the_copy_a_kernel_is_held_to_is_the_faster_of_the_two() -> None:
 def test_a_fed_flusher_writes_all_of_its_target_after_the_flush_and_a_cold_one_nothing() -> None:
     import cupy as cp
 
-    from tuner.gpu.timing import L2Flusher
+    from tuner.runners.gpu.timing import L2Flusher
 
     device = cp.cuda.Device()
     cold = L2Flusher(device, hold_us=20.0)
@@ -141,7 +141,7 @@ def test_a_fed_flusher_writes_all_of_its_target_after_the_flush_and_a_cold_one_n
 
 
 def test_a_fed_session_measures_and_its_rows_say_fed() -> None:
-    from tuner.gpu.session import DeviceSession
+    from tuner.runners.gpu.session import DeviceSession
     from variants import DTYPES, FAMILIES, Shape
 
     session = DeviceSession(reps=10, l2="fed")

@@ -25,8 +25,8 @@ from repkv_tune.rope import (  # noqa: E402
 )
 from results.schema import COPY_FASTEST  # noqa: E402
 from results.store import load_results  # noqa: E402
-from tuner.gpus import default_label  # noqa: E402
-from tuner.race import RACE_MARGIN  # noqa: E402
+from tuner.run.gpus import default_label  # noqa: E402
+from tuner.runners.race import RACE_MARGIN  # noqa: E402
 from variants import DTYPES as VARIANT_DTYPES  # noqa: E402
 from variants import Shape, get_op  # noqa: E402
 
@@ -95,7 +95,7 @@ def test_a_tuned_shape_is_served_exactly() -> None:
 def test_an_untuned_shape_races_its_shortlist_and_keeps_the_fastest() -> None:
     key, how, race = served((3, 1000, 32, 8, 128), torch.bfloat16)
     assert how == "raced" and len(race) >= 2
-    # the earliest candidate within RACE_MARGIN of the fastest median (tuner.race)
+    # the earliest candidate within RACE_MARGIN of the fastest median (tuner.runners.race)
     fastest = min(median for _, median in race)
     assert key == next(k for k, median in race if median <= fastest * (1 + RACE_MARGIN))
 

@@ -24,8 +24,8 @@ from results.store import load_results, write_table
 from service.api.app import create_app
 from service.live_store import ResultsStore
 from service.settings import Settings
-from tuner.pipeline import tune
-from tuner.tune_request import TuneRequest
+from tuner.run.pipeline import tune
+from tuner.run.request import TuneRequest
 from variants import Config, DType, Family, GridTerm, Launch, Op, Operand, Param, Shape
 from variants.family import BLOCK_SIZES, ceil_div
 

@@ -19,7 +19,15 @@ from wheel_install import REPO, Install, fresh_install, serving
 
 SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
 HINT = "pip install 'repkv-tune[tuner]'"
-PACKAGES = ("variants", "results", "tuner", "service", "service.api", "service.dashboards", "tuner.gpu")
+PACKAGES = (
+    "variants",
+    "results",
+    "tuner",
+    "service",
+    "service.api",
+    "service.dashboards",
+    "tuner.runners.gpu",
+)
 
 pytestmark = [pytest.mark.packaging, pytest.mark.timeout(1500)]
 
@@ -49,7 +57,14 @@ def test_the_wheel_holds_every_package_and_the_data_they_read(install: Install) 
     names = set(zipfile.ZipFile(install.wheel).namelist())
     for module in ("service/api/app.py", "service/api/routes/best.py", "service/dashboards/__init__.py"):
         assert module in names
-    assert {"repkv_tune/ops.py", "tuner/gpu/worker.py", "variants/common.cuh", "variants/split.cu"} <= names
+    assert {
+        "repkv_tune/ops.py",
+        "tuner/runners/gpu/worker.py",
+        "variants/common.cuh",
+        "variants/split.cu",
+        "variants/rope_repkv_forward/rope.cuh",
+        "variants/repkv_forward/vec.cu",
+    } <= names
     bundled = {n for n in names if n.startswith("results/data/") and n.endswith(".parquet")}
     assert len(bundled) == len(list((REPO / "results" / "data").rglob("*.parquet"))) > 0
     assert not any(n.startswith(("tests/", "scripts/", "docker/")) for n in names)

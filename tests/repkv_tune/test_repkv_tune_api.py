@@ -1,5 +1,5 @@
 """The Python API's face: `import repkv_tune` exports the operators, and the retired
-`tuner.gpu.api.TunedRepkv` answers with the way to its successor."""
+`tuner.runners.gpu.api.TunedRepkv` answers with the way to its successor."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_the_package_exports_the_operators() -> None:
 
 def test_the_retired_api_says_what_replaces_it() -> None:
     with pytest.raises(ImportError, match=r"repkv_tune\.repkv_backward\(dout, NH_KV\)"):
-        from tuner.gpu.api import TunedRepkv  # noqa: F401
+        from tuner.runners.gpu.api import TunedRepkv  # noqa: F401
 
 
 def test_the_public_wrapper_compiles_with_fullgraph() -> None:

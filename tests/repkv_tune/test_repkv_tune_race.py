@@ -23,7 +23,7 @@ class FakeBench:
         return self.times[launcher.config_key]
 
     def check(self, launcher) -> None:
-        from tuner.race_record import WrongResult
+        from tuner.runners.race_record import WrongResult
 
         self.checked.append(launcher.config_key)
         if launcher.config_key in self.wrong:
@@ -76,7 +76,7 @@ def test_the_race_keeps_the_fastest_and_says_so_without_recording() -> None:
 
 def test_a_recorded_race_writes_validated_rows_the_store_reads_back(tmp_path, known_device) -> None:
     from results.store import load_results
-    from tuner.race_record import RaceRecorder
+    from tuner.runners.race_record import RaceRecorder
 
     launchers = _fake_launchers()
     keys = [lch.config_key for lch in launchers]
@@ -95,7 +95,7 @@ def test_a_recorded_race_writes_validated_rows_the_store_reads_back(tmp_path, kn
 
 
 def test_a_recording_that_cannot_write_does_not_break_the_call(tmp_path, known_device) -> None:
-    from tuner.race_record import RaceRecorder
+    from tuner.runners.race_record import RaceRecorder
 
     blocker = tmp_path / "file"
     blocker.write_text("")

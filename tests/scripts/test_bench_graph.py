@@ -22,7 +22,7 @@ from bench_graph_parts.arithmetic import (  # noqa: E402
 )
 from bench_graph_parts.selection import leaders, plain_twin, small_shapes  # noqa: E402
 
-from tuner.timing_stats import Windows  # noqa: E402
+from tuner.runners.timing_stats import Windows  # noqa: E402
 from variants import Shape  # noqa: E402
 
 

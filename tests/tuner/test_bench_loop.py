@@ -17,13 +17,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tuner import peer_bench as pb
-from tuner.runner import Measurement
+from tuner import peers as pb
+from tuner.runners.runner import Measurement
 from variants import DTYPES, FAMILIES, Config, Shape
 from variants.reference import decode, encode, nan_bits, random_input, reference, validate_output
 
 torch = pytest.importorskip("torch")
-torch_peers = pytest.importorskip("tuner.gpu.torch_peers")
+torch_peers = pytest.importorskip("tuner.runners.gpu.torch_peers")
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPE = Shape(2, 3, 8, 2, 16)
@@ -286,7 +286,7 @@ def test_a_row_timed_under_a_longer_hold_says_so(script, tmp_path: Path) -> None
 def test_triton_peer_runs_through_the_session_check(script, monkeypatch) -> None:
     pytest.importorskip("triton")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    triton_peer = importlib.reload(importlib.import_module("tuner.gpu.triton_peer"))
+    triton_peer = importlib.reload(importlib.import_module("tuner.runners.gpu.triton_peer"))
 
     def fake_bench(kernel_call, quantiles):
         kernel_call()
@@ -303,7 +303,7 @@ def test_triton_peer_runs_through_the_session_check(script, monkeypatch) -> None
 
 def test_triton_failing_validation_is_reported(script, monkeypatch) -> None:
     pytest.importorskip("triton")
-    from tuner.gpu import triton_peer
+    from tuner.runners.gpu import triton_peer
 
     def writes_nothing(dout, dinp, *dims, kernel=None):
         return None
@@ -471,7 +471,7 @@ def fake_trace(durations):
     """trace_calls' stand-in: runs every side's launch as the profiling pass would and lays out
     the events it would record (durations[side] us of work per call; flush kernels outside the
     markers)."""
-    from tuner.kernel_trace import BEGIN_MARKER, END_MARKER
+    from tuner.runners.kernel_trace import BEGIN_MARKER, END_MARKER
 
     seen = []
 

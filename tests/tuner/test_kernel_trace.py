@@ -1,4 +1,4 @@
-"""Device time from a profiler trace (tuner.kernel_trace) on made-up chrome-trace events: calls
+"""Device time from a profiler trace (tuner.runners.kernel_trace) on made-up chrome-trace events: calls
 cut at their markers, the flush's kernels outside the brackets, copies counted as work, and a
 trace that does not add up refused."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.kernel_trace import BEGIN_MARKER, END_MARKER, device_times, split_calls
+from tuner.runners.kernel_trace import BEGIN_MARKER, END_MARKER, device_times, split_calls
 
 
 class Trace:

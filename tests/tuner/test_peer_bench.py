@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tuner import peer_bench as pb
-from tuner.presets import DEFAULT_SHAPES
+from tuner import peers as pb
+from tuner.cli.presets import DEFAULT_SHAPES
 from variants import DTYPES, Shape
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,14 +103,14 @@ def test_estimate_prints_the_plan_without_a_gpu() -> None:
 
 def test_the_script_counts_the_triton_configs_it_runs(script) -> None:
     pytest.importorskip("triton")
-    from tuner.gpu import triton_peer
+    from tuner.runners.gpu import triton_peer
 
     assert len(triton_peer.TILE_CONFIGS) == script.TRITON_CONFIGS
 
 
 def test_the_script_lists_the_formulations_the_peers_module_has(script) -> None:
     pytest.importorskip("torch")
-    from tuner.gpu import torch_peers
+    from tuner.runners.gpu import torch_peers
 
     assert script.EAGER_FORMULATIONS == torch_peers.EAGER
     assert script.COMPILED_FORMULATIONS == torch_peers.COMPILED

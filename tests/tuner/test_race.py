@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.race import RACE_MARGIN, NoSamples, Timed, choose_winner, run_race
+from tuner.runners.race import RACE_MARGIN, NoSamples, Timed, choose_winner, run_race
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_ties_go_to_the_earlier_candidate() -> None:
 
 def test_a_failing_candidate_is_skipped_with_a_warning(caplog) -> None:
     times = {"a": RuntimeError("too many resources requested"), "b": [2.0], "c": [1.0]}
-    with caplog.at_level(logging.WARNING, logger="tuner.race"):
+    with caplog.at_level(logging.WARNING, logger="tuner.runners.race"):
         result = run_race(["a", "b", "c"], timer(times))
     assert result.winner == "c"
     assert [t.candidate for t in result.timed] == ["b", "c"]
@@ -92,7 +92,7 @@ def test_unusable_samples_count_as_a_failure() -> None:
 
 def test_when_every_candidate_fails_the_first_is_kept(caplog) -> None:
     times = {"a": RuntimeError("x"), "b": ValueError("y")}
-    with caplog.at_level(logging.WARNING, logger="tuner.race"):
+    with caplog.at_level(logging.WARNING, logger="tuner.runners.race"):
         result = run_race(["a", "b"], timer(times), describe=str.upper)
     assert result.winner == "a" and result.winner_position == 0
     assert not result.timed and result.winner_timing is None
@@ -124,7 +124,7 @@ def test_choose_winner_orders_by_position_not_by_the_order_given() -> None:
 
 
 def test_the_module_imports_neither_torch_nor_cupy() -> None:
-    code = "import sys, tuner.race\nassert 'torch' not in sys.modules and 'cupy' not in sys.modules\n"
+    code = "import sys, tuner.runners.race\nassert 'torch' not in sys.modules and 'cupy' not in sys.modules\n"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 

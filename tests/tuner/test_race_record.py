@@ -14,8 +14,8 @@ import tuner_fakes as F
 from results.index import build_index
 from results.selection import generic_configs, shortlist
 from results.store import load_results
-from tuner.race import run_race
-from tuner.race_record import RUN_ID_PREFIX, RaceRecorder, WrongResult, race_rows, race_run_id
+from tuner.runners.race import run_race
+from tuner.runners.race_record import RUN_ID_PREFIX, RaceRecorder, WrongResult, race_rows, race_run_id
 from variants import DTYPES, Config, Shape
 
 SHAPE = Shape(3, 1000, 32, 8, 128)
@@ -132,10 +132,12 @@ def test_a_write_that_fails_is_logged_once_and_does_not_raise(tmp_path: Path, ca
     blocker.write_text("")
     recorder = RaceRecorder(blocker / "results", now=0.0)
     result = fake_race(SAMPLES)
-    with caplog.at_level(logging.DEBUG, logger="tuner.race_record"):
+    with caplog.at_level(logging.DEBUG, logger="tuner.runners.race_record"):
         assert recorder.record("h200", lambda run_id: rows_of(result, run_id)) is None
         assert recorder.record("h200", lambda run_id: rows_of(result, run_id)) is None
-    warnings = [r for r in caplog.records if r.name == "tuner.race_record" and r.levelno >= logging.WARNING]
+    warnings = [
+        r for r in caplog.records if r.name == "tuner.runners.race_record" and r.levelno >= logging.WARNING
+    ]
     assert len(warnings) == 1 and "could not record" in warnings[0].getMessage()
     assert recorder.failures == 2
 

@@ -1,4 +1,4 @@
-"""tuner.timing_sources: the harness's CUDA sources compile offline, and the copy kernel's
+"""tuner.runners.timing_sources: the harness's CUDA sources compile offline, and the copy kernel's
 geometry covers every byte exactly once (no GPU)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tuner.timing_sources import COPY_BLOCK, COPY_KERNEL_SOURCE, HOLD_SOURCE, copy_geometry
+from tuner.runners.timing_sources import COPY_BLOCK, COPY_KERNEL_SOURCE, HOLD_SOURCE, copy_geometry
 
 
 @pytest.mark.parametrize(("source", "name"), [(HOLD_SOURCE, "hold_ns"), (COPY_KERNEL_SOURCE, "copy_words")])

@@ -1,11 +1,11 @@
-"""tuner.timing_stats: the windows of a timed run, and when the CPU was too slow for its hold."""
+"""tuner.runners.timing_stats: the windows of a timed run, and when the CPU was too slow for its hold."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tuner.timing_stats import HEADROOM, Timing, Windows, hold_for
+from tuner.runners.timing_stats import HEADROOM, Timing, Windows, hold_for
 
 
 def windows(enqueue_us: float, gpu_us: float) -> Windows:

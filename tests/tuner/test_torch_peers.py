@@ -10,7 +10,7 @@ from variants import DTYPES, Shape
 from variants.reference import random_input, validate_output
 
 torch = pytest.importorskip("torch")
-torch_peers = pytest.importorskip("tuner.gpu.torch_peers")
+torch_peers = pytest.importorskip("tuner.runners.gpu.torch_peers")
 
 SHAPES = [
     Shape(2, 5, 8, 2, 16),

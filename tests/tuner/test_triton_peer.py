@@ -27,11 +27,11 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 
 @pytest.fixture(scope="module")
 def tp():
-    """tuner.gpu.triton_peer with its kernel built for the interpreter (the decorators read
+    """tuner.runners.gpu.triton_peer with its kernel built for the interpreter (the decorators read
     TRITON_INTERPRET when the module is executed)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TRITON_INTERPRET", "1")
-        module = importlib.reload(importlib.import_module("tuner.gpu.triton_peer"))
+        module = importlib.reload(importlib.import_module("tuner.runners.gpu.triton_peer"))
         yield module
 
 

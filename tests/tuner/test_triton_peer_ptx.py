@@ -20,7 +20,7 @@ if tuple(int(part) for part in re.findall(r"\d+", triton.__version__)[:2]) < (3,
 def tp():
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("TRITON_INTERPRET", raising=False)
-        yield importlib.reload(importlib.import_module("tuner.gpu.triton_peer"))
+        yield importlib.reload(importlib.import_module("tuner.runners.gpu.triton_peer"))
 
 
 def compile_sm90(tp, dtype: str, HD: int, nrep: int, elements: int, warps: int):

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from tuner import arguments as A
+from tuner.cli import arguments as A
 from variants import Shape
 
 SMALL = "B=1,T=256,NH=14,NH_KV=2,HD=64"
@@ -80,7 +80,7 @@ def test_argument_types_accept_their_range() -> None:
 
 def _float_flags() -> list[tuple[str, str, object]]:
     """(subcommand, flag, type) of every flag of `python -m tuner` that reads a float."""
-    from tuner.parser import build_parser
+    from tuner.cli.parser import build_parser
 
     parser = build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -123,7 +123,7 @@ def test_seconds_flags_state_their_range(kind, text: str, message: str) -> None:
 
 
 def test_dtype_names_are_read_in_any_case_as_the_service_reads_them() -> None:
-    from tuner.arguments import parse_dtypes
+    from tuner.cli.arguments import parse_dtypes
 
     assert parse_dtypes(["BF16,Fp32"]) == ["bf16", "fp32"]
     assert parse_dtypes(None) == ["fp32", "bf16", "fp16"]

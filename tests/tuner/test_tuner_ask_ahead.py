@@ -7,12 +7,12 @@ import optuna
 import pytest
 import tuner_fakes as F
 
-from tuner.ask_ahead import ask_ahead, told_if_left
-from tuner.claims import ATTR_KEY, ATTR_STATUS, INTERRUPTED
 from tuner.interrupt import StopFlag
-from tuner.space import SearchSpace
-from tuner.study import StudyLoop
-from tuner.study_plan import StudyPlan
+from tuner.study.ask_ahead import ask_ahead, told_if_left
+from tuner.study.claims import ATTR_KEY, ATTR_STATUS, INTERRUPTED
+from tuner.study.loop import StudyLoop
+from tuner.study.plan import StudyPlan
+from tuner.study.space import SearchSpace
 from variants import BASELINE, DTYPES
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -9,11 +9,11 @@ import pytest
 import tuner_fakes as F
 
 from results.store import load_results, write_table
-from tuner.rows import ResultsSink, StudyInfo, trial_row
-from tuner.space import SearchSpace
-from tuner.store_watch import StoreWatch
-from tuner.study import StudyLoop
-from tuner.study_plan import StudyPlan
+from tuner.run.rows import ResultsSink, StudyInfo, trial_row
+from tuner.study.loop import StudyLoop
+from tuner.study.plan import StudyPlan
+from tuner.study.space import SearchSpace
+from tuner.study.store_watch import StoreWatch
 from variants import BASELINE, DTYPES
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -9,7 +9,9 @@ import pytest
 import tuner_fakes as F
 
 from results.schema import Status
-from tuner.claims import (
+from tuner.run.rows import StudyInfo, trial_row
+from tuner.runners.runner import Measurement
+from tuner.study.claims import (
     claim,
     claims_on,
     distinct_done,
@@ -19,8 +21,6 @@ from tuner.claims import (
     recorded,
     stored_answers,
 )
-from tuner.rows import StudyInfo, trial_row
-from tuner.runner import Measurement
 from variants import BASELINE, DTYPES, FAMILIES
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -10,7 +10,7 @@ import pytest
 import tuner_fakes as F
 
 from results.store import load_results
-from tuner.cli import main
+from tuner.cli.main import main
 from variants import DTYPES, FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,11 +128,36 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def test_no_package_imports_cupy() -> None:
-    modules = ["variants", "results", "results.store", "results.best", "tuner", "tuner.cli", "tuner.study"]
-    modules += ["tuner.parser", "tuner.replay", "tuner.replay_eval", "tuner.report", "tuner.storage"]
-    modules += ["tuner.check", "tuner.gpu", "tuner.gpu.runner", "tuner.gpu.worker", "repkv_tune.ops"]
-    modules += ["tuner.gpu.torch_peers", "tuner.gpu.triton_peer", "tuner.race", "tuner.race_record"]
-    modules += ["tuner.warm_start", "tuner.known_rows", "tuner.study_plan"]
+    modules = [
+        "variants",
+        "results",
+        "results.store",
+        "results.best",
+        "tuner",
+        "tuner.cli.main",
+        "tuner.study.loop",
+    ]
+    modules += [
+        "tuner.cli.parser",
+        "tuner.runners.replay",
+        "tuner.study.replay_eval",
+        "tuner.cli.report",
+        "tuner.study.storage",
+    ]
+    modules += [
+        "tuner.cli.check",
+        "tuner.runners.gpu",
+        "tuner.runners.gpu.runner",
+        "tuner.runners.gpu.worker",
+        "repkv_tune.ops",
+    ]
+    modules += [
+        "tuner.runners.gpu.torch_peers",
+        "tuner.runners.gpu.triton_peer",
+        "tuner.runners.race",
+        "tuner.runners.race_record",
+    ]
+    modules += ["tuner.study.warm_start", "tuner.study.known_rows", "tuner.study.plan"]
     if (ROOT / "service" / "__init__.py").exists():
         modules.append("service")
     code = (
@@ -140,7 +165,7 @@ def test_no_package_imports_cupy() -> None:
         f"for m in {modules!r}:\n"
         "    try:\n        importlib.import_module(m)\n"
         "    except ImportError as e:\n        print('skip', m, e)\n"
-        "from tuner.parser import build_parser; build_parser()\n"
+        "from tuner.cli.parser import build_parser; build_parser()\n"
         "assert 'cupy' not in sys.modules, 'cupy imported'\nprint('ok')\n"
     )
     proc = _run(code)
@@ -247,16 +272,16 @@ def test_tune_with_the_real_cupy_and_no_gpu_is_one_line(tmp_path: Path) -> None:
     ],
 )
 def test_a_worker_that_dies_at_start_is_one_line(monkeypatch, tmp_path: Path, capsys, failure: str) -> None:
-    import tuner.gpu.runner
-    import tuner.tune_setup
+    import tuner.run.setup
+    import tuner.runners.gpu.runner
 
     class DeadWorker:
         def __init__(self, **_: object) -> None:
-            kind = tuner.gpu.runner.WorkerFailed if failure.startswith("GPU") else ConnectionError
+            kind = tuner.runners.gpu.runner.WorkerFailed if failure.startswith("GPU") else ConnectionError
             raise kind(failure)
 
-    monkeypatch.setattr(tuner.tune_setup, "check_cuda", lambda device=0: None)  # the probe passed
-    monkeypatch.setattr(tuner.gpu.runner, "GpuRunner", DeadWorker)
+    monkeypatch.setattr(tuner.run.setup, "check_cuda", lambda device=0: None)  # the probe passed
+    monkeypatch.setattr(tuner.runners.gpu.runner, "GpuRunner", DeadWorker)
     rc = main(["--shape", SMALL, "--dtype", "bf16", "--results", str(tmp_path), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1, err
@@ -364,16 +389,16 @@ def test_an_empty_directory_argument_is_refused_everywhere(capsys) -> None:
 
 
 def test_every_subcommand_of_the_parser_has_a_command() -> None:
-    from tuner.cli import COMMANDS
-    from tuner.parser import SUBCOMMANDS
+    from tuner.cli.main import COMMANDS
+    from tuner.cli.parser import SUBCOMMANDS
 
     assert list(COMMANDS) == list(SUBCOMMANDS)
 
 
 # --- lists: repeats and comma lists everywhere ----------------------------------------------
 def test_shapes_take_repeats_and_lists_of_several_in_one_value(capsys) -> None:
-    from tuner.arguments import parse_shapes
-    from tuner.parser import build_parser
+    from tuner.cli.arguments import parse_shapes
+    from tuner.cli.parser import build_parser
 
     seed = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
     args = build_parser().parse_args(["tune", "--shape", f"{SMALL},{seed}", "--shape", SMALL])
@@ -385,7 +410,7 @@ def test_shapes_take_repeats_and_lists_of_several_in_one_value(capsys) -> None:
 
 
 def test_family_takes_repeats_and_lists_and_defaults_to_every_family() -> None:
-    from tuner.parser import build_parser, tune_request
+    from tuner.cli.parser import build_parser, tune_request
 
     args = build_parser().parse_args(["tune", "--family", "tile,split", "--family", "tile"])
     assert tune_request(args).families == ("tile", "split")
@@ -395,7 +420,7 @@ def test_family_takes_repeats_and_lists_and_defaults_to_every_family() -> None:
 
 def test_hold_us_reaches_the_request_and_defaults_to_the_tuners_hold() -> None:
     from results.schema import DEFAULT_HOLD_US
-    from tuner.parser import build_parser, tune_request
+    from tuner.cli.parser import build_parser, tune_request
 
     assert tune_request(build_parser().parse_args(["tune", "--hold-us", "0"])).hold_us == 0.0
     assert tune_request(build_parser().parse_args(["tune"])).hold_us == DEFAULT_HOLD_US == 150.0
@@ -462,7 +487,7 @@ def test_check_refuses_a_bad_list_in_one_line(fake_nvrtc, capsys, argv: list[str
 def test_progress_only_on_a_terminal_and_not_with_no_progress(monkeypatch) -> None:
     import argparse
 
-    from tuner.arguments import show_progress
+    from tuner.cli.arguments import show_progress
 
     monkeypatch.setattr(sys, "stderr", type("Tty", (), {"isatty": lambda self: True})())
     assert show_progress(argparse.Namespace(no_progress=False))
@@ -472,9 +497,9 @@ def test_progress_only_on_a_terminal_and_not_with_no_progress(monkeypatch) -> No
 
 
 def test_check_shows_a_progress_bar_per_architecture(fake_nvrtc, monkeypatch, capsys) -> None:
-    import tuner.cli
+    import tuner.cli.main
 
-    monkeypatch.setattr(tuner.cli, "show_progress", lambda args: not args.no_progress)
+    monkeypatch.setattr(tuner.cli.main, "show_progress", lambda args: not args.no_progress)
     assert (
         main(["check", "--family", "naive", "--dtype", "bf16", "--shape", SMALL, "--arch", "sm_90,sm_80"])
         == 0
@@ -545,7 +570,7 @@ def test_best_writes_json_and_csv(recording: Path, capsys) -> None:
 
     import pandas as pd
 
-    from tuner.report import WINNER_COLUMNS
+    from tuner.cli.report import WINNER_COLUMNS
 
     assert main(["best", "--results", str(recording), "--format", "json"]) == 0
     winners = json.loads(capsys.readouterr().out)
@@ -568,7 +593,7 @@ def test_best_json_of_nothing_is_an_empty_list(tmp_path: Path, capsys) -> None:
 
 
 def test_l2_reaches_the_request_defaults_to_cold_and_refuses_other_states(capsys) -> None:
-    from tuner.parser import build_parser, tune_request
+    from tuner.cli.parser import build_parser, tune_request
 
     assert tune_request(build_parser().parse_args(["tune", "--l2", "fed"])).l2 == "fed"
     assert tune_request(build_parser().parse_args(["tune"])).l2 == "cold"
@@ -621,7 +646,7 @@ def test_a_sqlite_storage_that_cannot_serve_is_refused_before_the_gpu_starts(
 ) -> None:
     import fcntl
 
-    import tuner.pipeline
+    import tuner.run.pipeline
 
     started: list[tuple] = []
 
@@ -629,7 +654,7 @@ def test_a_sqlite_storage_that_cannot_serve_is_refused_before_the_gpu_starts(
         started.append(args)
         return F.synthetic_runner()
 
-    monkeypatch.setattr(tuner.pipeline, "gpu_runner", gpu_runner)
+    monkeypatch.setattr(tuner.run.pipeline, "gpu_runner", gpu_runner)
     db = tmp_path / "typo" / "dir" / "optuna.db" if case.startswith("a directory") else tmp_path / "optuna.db"
     held = None
     if case.startswith("in use"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.fleet import (
+from tuner.run.fleet import (
     Device,
     FleetError,
     check_labels,
@@ -82,7 +82,7 @@ def test_devices_without_cupy_say_what_is_missing_and_what_to_install(
 ) -> None:
     import sys
 
-    from tuner.cli import main
+    from tuner.cli.main import main
 
     monkeypatch.setitem(sys.modules, "cupy", None)  # as on a host without the cuda12/cuda13 extra
     with pytest.raises(FleetError) as caught:

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import tuner_fakes as F
 
-from tuner.gpu.runner import GpuBusy, GpuLock, gpu_lock_path
+from tuner.runners.gpu.runner import GpuBusy, GpuLock, gpu_lock_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _other_process_takes(path: Path) -> subprocess.CompletedProcess:
-    code = "from pathlib import Path; from tuner.gpu.runner import GpuLock; "
+    code = "from pathlib import Path; from tuner.runners.gpu.runner import GpuLock; "
     code += f"GpuLock(Path({str(path)!r})).acquire()"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)

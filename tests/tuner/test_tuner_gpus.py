@@ -6,8 +6,8 @@ import pytest
 import tuner_fakes as F
 
 from results.store import write_table
-from tuner.cli import main
-from tuner.gpus import GpuLabelMismatch, InvalidGpuLabel, default_label, label_matches, resolve_label
+from tuner.cli.main import main
+from tuner.run.gpus import GpuLabelMismatch, InvalidGpuLabel, default_label, label_matches, resolve_label
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from tuner.liveness import LEASE, WORKER, reap, worker_id
-from tuner.storage import make_storage
+from tuner.study.liveness import LEASE, WORKER, reap, worker_id
+from tuner.study.storage import make_storage
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -54,7 +54,7 @@ def test_on_postgres_or_sqlite_optunas_heartbeat_judges(tmp_path: Path) -> None:
 
 
 def test_a_trial_keeper_beats_optunas_heartbeat_on_rdb_and_writes_a_lease_elsewhere(tmp_path: Path) -> None:
-    from tuner.liveness import TrialKeeper, uses_optuna_heartbeat
+    from tuner.study.liveness import TrialKeeper, uses_optuna_heartbeat
 
     rdb = optuna.create_study(storage=make_storage(f"sqlite:///{tmp_path / 'k.db'}"), study_name="k")
     journal = optuna.create_study(storage=make_storage(f"journal:{tmp_path / 'k.journal'}"), study_name="k")

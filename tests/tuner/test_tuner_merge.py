@@ -8,8 +8,8 @@ import tuner_fakes as F
 from trial_rows import write_unchecked
 
 from results.store import load_results, write_table
-from tuner.cli import main
-from tuner.merge import merge
+from tuner.cli.main import main
+from tuner.cli.merge import merge
 
 ROWS = F.recording_rows([F.SMALL], ["bf16"])[:20]  # a row is who measured what, and when
 

@@ -9,10 +9,10 @@ from tuner_fakes import IDENTITY, SMALL, _noise
 
 from results.schema import Status
 from results.store import load_results
-from tuner.bench import BenchRunner
-from tuner.pipeline import tune
-from tuner.runner import Measurement
-from tuner.tune_request import TuneError, TuneRequest
+from tuner.run.pipeline import tune
+from tuner.run.request import TuneError, TuneRequest
+from tuner.runners.bench import BenchRunner
+from tuner.runners.runner import Measurement
 from variants import OPS, Config, DType, Shape
 
 

@@ -11,13 +11,13 @@ import tuner_fakes as F
 from results.index import build_index, shape_tuple
 from results.schema import DEFAULT_HOLD_US
 from results.store import load_results, write_table
-from tuner.bench import BenchRunner
-from tuner.pipeline import run_plans, tune
-from tuner.rows import ResultsSink
-from tuner.storage import make_storage
-from tuner.study import StudyLoop
-from tuner.study_plan import StudyPlan, default_study_name
-from tuner.tune_request import TuneError, TuneRequest, study_plans
+from tuner.run.pipeline import run_plans, tune
+from tuner.run.request import TuneError, TuneRequest, study_plans
+from tuner.run.rows import ResultsSink
+from tuner.runners.bench import BenchRunner
+from tuner.study.loop import StudyLoop
+from tuner.study.plan import StudyPlan, default_study_name
+from tuner.study.storage import make_storage
 from variants import BASELINE, DTYPES, FAMILIES, Shape
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

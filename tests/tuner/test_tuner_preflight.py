@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.preflight import PreflightError, check_cuda, check_results_dir, check_storage
+from tuner.run.preflight import PreflightError, check_cuda, check_results_dir, check_storage
 
 
 def closed_port() -> int:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.presets import DEFAULT_SHAPES, MODELS, UnknownModel, get_model, model_shapes
+from tuner.cli.presets import DEFAULT_SHAPES, MODELS, UnknownModel, get_model, model_shapes
 from variants import DTYPES
 
 

@@ -6,7 +6,7 @@ import pytest
 import tuner_fakes as F
 
 from results.schema import Status
-from tuner.replay import NoRecording, ReplayRunner
+from tuner.runners.replay import NoRecording, ReplayRunner
 from variants import BASELINE, DTYPES
 
 SMALL_KEY = "B=1,T=256,NH=14,NH_KV=2,HD=64"
@@ -127,8 +127,8 @@ def test_replay_bundled_names_the_measurements_shipped_with_the_package(
     """From an install `results/data` is nowhere: `--replay bundled` is, and the help and the
     error for a directory without rows say where the bundled measurements live."""
     from results.store import bundled_results_dir
-    from tuner.cli import main
-    from tuner.parser import build_parser
+    from tuner.cli.main import main
+    from tuner.cli.parser import build_parser
 
     bundled = bundled_results_dir()
     assert build_parser().parse_args(["tune", "--replay", "bundled"]).replay == bundled

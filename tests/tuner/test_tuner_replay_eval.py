@@ -7,8 +7,8 @@ import pytest
 import tuner_fakes as F
 
 from results.store import write_table
-from tuner import replay_eval
-from tuner.replay import ReplayRunner
+from tuner.runners.replay import ReplayRunner
+from tuner.study import replay_eval
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 SMALL = "B=1,T=256,NH=14,NH_KV=2,HD=64"
@@ -67,7 +67,7 @@ def test_a_grid_sampled_again_by_one_family_is_judged_over_its_complete_families
 
 
 def test_replay_eval_says_so_when_nothing_was_recorded_exhaustively(tmp_path: Path, capsys) -> None:
-    from tuner.cli import main
+    from tuner.cli.main import main
 
     write_table(F.recording_rows([F.SMALL], ["bf16"])[::3], tmp_path / "h200", "sampled")
     assert main(["replay-eval", str(tmp_path), "--seeds", "1", "--samplers", "random"]) == 2
@@ -94,7 +94,7 @@ def test_the_warm_start_of_a_search_of_some_families_comes_from_those_families()
 def test_replay_eval_logs_progress_lines_where_no_bar_can_be_drawn(recording: Path, capsys) -> None:
     """Standard error is not a terminal here (a log, CI, nohup): lines say how far the runs
     are, where a run of minutes used to be silent until its table."""
-    from tuner.cli import main
+    from tuner.cli.main import main
 
     argv = ["replay-eval", str(recording), "--seeds", "2", "--max-trials", "30", "--samplers", "random,tpe"]
     assert main([*argv, "--jobs", "1"]) == 0
@@ -107,7 +107,7 @@ def test_replay_eval_logs_progress_lines_where_no_bar_can_be_drawn(recording: Pa
 def test_progress_lines_come_at_most_every_interval_and_at_the_end() -> None:
     import io
 
-    from tuner.replay_eval_cli import ProgressLines
+    from tuner.cli.replay_eval import ProgressLines
 
     now = [0.0]
     out = io.StringIO()
@@ -124,8 +124,8 @@ def test_progress_lines_come_at_most_every_interval_and_at_the_end() -> None:
 
 def test_replay_eval_names_the_bundled_recording_and_says_where_it_lives(tmp_path: Path, capsys) -> None:
     from results.store import bundled_results_dir
-    from tuner.cli import main
-    from tuner.parser import build_parser
+    from tuner.cli.main import main
+    from tuner.cli.parser import build_parser
 
     args = build_parser().parse_args(["replay-eval", "bundled"])
     assert args.recording == bundled_results_dir()

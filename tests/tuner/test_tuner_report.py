@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from tuner.report import WINNER_COLUMNS, exclusion_groups, write_winners
+from tuner.cli.report import WINNER_COLUMNS, exclusion_groups, write_winners
 
 
 def test_numbers_do_not_split_a_reason_and_shared_ones_are_kept() -> None:
@@ -41,7 +41,7 @@ def test_winners_as_json_and_csv() -> None:
 def test_winners_give_the_fraction_of_the_peak_where_the_device_is_known() -> None:
     from trial_rows import S1, VEC16, trial
 
-    from tuner.report import render_winners, winners_table
+    from tuner.cli.report import render_winners, winners_table
     from variants import get_dtype
 
     rows = [
@@ -64,7 +64,7 @@ def test_winners_give_the_fraction_of_the_peak_where_the_device_is_known() -> No
 
 
 def test_winners_written_to_a_pipe_or_a_file_keep_every_configuration_name_whole() -> None:
-    from tuner.report import render_winners
+    from tuner.cli.report import render_winners
 
     config = "tile[" + ",".join(f"parameter_{i}=value_{i}" for i in range(12)) + "]"  # 250 characters
     row = {c: math.nan for c in WINNER_COLUMNS}

@@ -9,8 +9,8 @@ import tuner_fakes as F
 
 from results.schema import Status
 from results.store import to_table
-from tuner.rows import ResultsSink, StudyInfo, objective_value, trial_row
-from tuner.runner import Measurement
+from tuner.run.rows import ResultsSink, StudyInfo, objective_value, trial_row
+from tuner.runners.runner import Measurement
 from variants import DTYPES, FAMILIES
 
 
@@ -86,7 +86,7 @@ def test_sink_flushes_every_row_and_splits_long_runs_into_parts(tmp_path) -> Non
 
 
 def test_two_runs_of_one_process_in_one_second_get_different_ids() -> None:
-    from tuner.rows import new_run_id
+    from tuner.run.rows import new_run_id
 
     first, second, third = (new_run_id(now=1_700_000_000.0) for _ in range(3))
     assert first != second != third != first

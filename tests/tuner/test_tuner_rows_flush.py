@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from trial_rows import S1, VEC16, trial
 
-import tuner.rows as rows_module
-from tuner.rows import ResultsSink
+import tuner.run.rows as rows_module
+from tuner.run.rows import ResultsSink
 
 
 def test_every_flush_writes_one_chunk_per_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,8 +6,8 @@ import pytest
 import tuner_fakes as F
 
 from results.schema import Status
-from tuner.replay import ReplayRunner
-from tuner.runner import Measurement, Runner
+from tuner.runners.replay import ReplayRunner
+from tuner.runners.runner import Measurement, Runner
 from variants import BASELINE, DTYPES
 
 BF16 = DTYPES["bf16"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import optuna
 import tuner_fakes as F
 
-from tuner.space import SearchSpace
+from tuner.study.space import SearchSpace
 from variants import BASELINE, DTYPES, Shape, valid_configs
 
 

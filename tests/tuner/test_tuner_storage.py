@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from optuna.storages import JournalStorage
 
-from tuner.storage import InvalidStorage, default_storage_url, make_storage
+from tuner.study.storage import InvalidStorage, default_storage_url, make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def test_sqlite_in_use_by_another_process_is_refused_with_what_to_use_instead(tm
     db = tmp_path / "optuna.db"
     make_storage(f"sqlite:///{db}")
     make_storage(f"sqlite:///{db}")  # the same process again: fine
-    code = f"from tuner.storage import make_storage; make_storage('sqlite:///{db}')"
+    code = f"from tuner.study.storage import make_storage; make_storage('sqlite:///{db}')"
     proc = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,

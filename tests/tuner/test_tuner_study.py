@@ -12,16 +12,16 @@ import tuner_fakes as F
 
 from results.schema import FAILURES, Status
 from results.store import load_results
-from tuner.bench import BenchRunner
-from tuner.claims import ATTR_KEY, ATTR_STATUS, Snapshot, claim, record
-from tuner.liveness import WORKER, worker_id
-from tuner.rows import ResultsSink
-from tuner.runner import Measurement
-from tuner.space import FAMILY_PARAM
-from tuner.storage import make_storage
-from tuner.store_watch import StoreWatch
-from tuner.study import StudyLoop
-from tuner.study_plan import StudyPlan
+from tuner.run.rows import ResultsSink
+from tuner.runners.bench import BenchRunner
+from tuner.runners.runner import Measurement
+from tuner.study.claims import ATTR_KEY, ATTR_STATUS, Snapshot, claim, record
+from tuner.study.liveness import WORKER, worker_id
+from tuner.study.loop import StudyLoop
+from tuner.study.plan import StudyPlan
+from tuner.study.space import FAMILY_PARAM
+from tuner.study.storage import make_storage
+from tuner.study.store_watch import StoreWatch
 from variants import BASELINE, DTYPES, FAMILIES, Config
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -317,7 +317,7 @@ def test_trials_asked_ahead_are_stamped_and_kept_alive_so_a_short_grace_never_re
 
     from optuna.trial import TrialState
 
-    from tuner.liveness import reap
+    from tuner.study.liveness import reap
 
     def slow(shape, dtype, config):
         time.sleep(0.8)  # the last of a batch of 4 waits 2.4 s for its turn, past the grace period

@@ -6,8 +6,8 @@ import optuna
 import pytest
 import tuner_fakes as F
 
-from tuner.study import StudyLoop
-from tuner.study_plan import StudyPlan
+from tuner.study.loop import StudyLoop
+from tuner.study.plan import StudyPlan
 from variants import DTYPES, FAMILIES, valid_configs
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -10,13 +10,13 @@ import tuner_fakes as F
 
 from results.index import build_index, shape_tuple
 from results.selection import serving
-from tuner import replay_eval
-from tuner.pipeline import tune
-from tuner.space import SearchSpace
-from tuner.study import StudyLoop
-from tuner.study_plan import StudyPlan
-from tuner.tune_request import TuneRequest
-from tuner.warm_start import enqueue, index_of, shape_held_out, warm_start_configs, with_warm_start
+from tuner.run.pipeline import tune
+from tuner.run.request import TuneRequest
+from tuner.study import replay_eval
+from tuner.study.loop import StudyLoop
+from tuner.study.plan import StudyPlan
+from tuner.study.space import SearchSpace
+from tuner.study.warm_start import enqueue, index_of, shape_held_out, warm_start_configs, with_warm_start
 from variants import BASELINE, DTYPES, Config, Shape
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

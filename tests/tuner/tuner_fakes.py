@@ -12,9 +12,9 @@ import pandas as pd
 
 from results.schema import Status
 from results.store import write_table
-from tuner.bench import BenchRunner
-from tuner.rows import StudyInfo, trial_row
-from tuner.runner import GpuIdentity, Measurement, Work
+from tuner.run.rows import StudyInfo, trial_row
+from tuner.runners.bench import BenchRunner
+from tuner.runners.runner import GpuIdentity, Measurement, Work
 from variants import DTYPES, FAMILIES, Config, DType, Shape
 
 IDENTITY = GpuIdentity(

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from tuner.check import CHECK_SHAPES
+from tuner.cli.check import CHECK_SHAPES
 from variants import nvrtc
 from variants.dtypes import DTYPES
 from variants.family import MAX_GRID, Config, ceil_div, grid_size

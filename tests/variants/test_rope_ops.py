@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from tuner.check import CHECK_SHAPES
+from tuner.cli.check import CHECK_SHAPES
 from variants.dtypes import DTYPES
 from variants.reference import decode, encode, op_inputs, validate_output
 from variants.repkv_rope_backward import OP as BACKWARD
@@ -306,7 +306,7 @@ def test_rejections(op, family) -> None:
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
 def test_a_config_is_one_kernel_at_every_shape(op) -> None:
     """Template arguments depend on the shape only through the index type, and the distinct
-    kernels over tuner.check's shapes and the three dtypes stay few."""
+    kernels over tuner.cli.check's shapes and the three dtypes stay few."""
     small = [s for s in CHECK_SHAPES if s.tokens * 3 * s.NH * s.HD <= INT32_MAX]
     for family in op.families.values():
         for dtype in DTYPES.values():

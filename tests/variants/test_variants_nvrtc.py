@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.check import CHECK_SHAPES, main_check
+from tuner.cli.check import CHECK_SHAPES, main_check
 from variants import DTYPES, FAMILIES, Config, Shape
 from variants.compile_cache import ReportCache
 from variants.family import Family, Launch

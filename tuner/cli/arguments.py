@@ -1,0 +1,199 @@
+"""Reading the command line's values, one rule for every subcommand.
+
+Lists: a flag that takes several values takes them repeated or as a comma list, or both
+(`--dtype bf16,fp16 --dtype fp32`). A `--shape` value holds one shape or several in a row
+(`B=8,T=1024,NH=32,NH_KV=8,HD=128,B=1,T=256,NH=14,NH_KV=2,HD=64`): a name met again after
+all five names starts the next shape, one met again before that is a mistake. `tune` adds the
+shapes of `--model` x `--batch` x `--seq` (`parse_shapes`).
+
+Numbers and paths are checked where argparse reads them (the `type=` functions below), so a
+bad one is a usage error naming the flag, never a traceback or a run that measures nothing.
+Every number flag takes one of these types: a float flag never takes NaN or an infinity, and
+each states its range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from tuner.cli.presets import DEFAULT_BATCH, DEFAULT_SEQ, DEFAULT_SHAPES, UnknownModel, model_shapes
+from variants import DTYPES, InvalidShape, Shape
+from variants.errors import RepkvTuneError
+
+SEED_MAX = 2**32 - 1  # NumPy's generators, which Optuna's samplers seed, take 0 .. 2^32-1
+HOUR_S = 3600.0  # the longest --trial-timeout, --heartbeat and --replay-delay
+WEEK_S = 7 * 24 * 3600.0  # the longest --timeout (per shape and dtype)
+_SHAPE_FIELDS = ("B", "T", "NH", "NH_KV", "HD")
+
+
+NO_BUNDLED_HELP = "read the results directory alone, not the results bundled with the package beside it"
+
+
+class UsageError(RepkvTuneError):
+    """A mistake in the command line: the message says what to do."""
+
+
+def csv_values(values: Iterable[str] | None) -> list[str]:
+    """Repeated flags and comma lists, flattened: ['bf16,fp16', 'fp32'] -> [bf16, fp16, fp32]."""
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def parse_choices(
+    values: Iterable[str] | None, known: Sequence[str], flag: str, default: Sequence[str]
+) -> list[str]:
+    """Names out of `known` (repeated or comma lists; each once, in order); `default` without any."""
+    names = csv_values(values) or list(default)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown {flag[2:]} {unknown[0]!r}: use {flag} with {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+def parse_dtypes(values: Iterable[str] | None) -> list[str]:
+    """dtype names in any case (`--dtype BF16` is bf16), as the service reads them."""
+    folded = None if values is None else [v.lower() for v in values]
+    return parse_choices(folded, list(DTYPES), "--dtype", list(DTYPES))
+
+
+def split_shapes(text: str) -> list[str]:
+    """One --shape value as the texts of its shapes (see the module's notes)."""
+    shapes: list[list[str]] = [[]]
+    seen: set[str] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name = part.split("=", 1)[0].strip()
+        if name in seen:
+            if not seen.issuperset(_SHAPE_FIELDS):
+                raise InvalidShape(
+                    f"{name} is given twice in shape {text!r}: give each of {', '.join(_SHAPE_FIELDS)} once "
+                    "(several shapes: repeat --shape, or list all five names of each shape in turn)"
+                )
+            shapes.append([])
+            seen = set()
+        seen.add(name)
+        shapes[-1].append(part)
+    return [",".join(parts) for parts in shapes if parts]
+
+
+def parse_shape_values(values: Iterable[str] | None) -> list[Shape]:
+    """The shapes of repeated --shape values, each once, in order (UsageError on a bad one)."""
+    try:
+        shapes = [Shape.parse(s) for value in values or [] for s in split_shapes(value)]
+    except InvalidShape as exc:
+        raise UsageError(f"--shape: {exc}") from None
+    return list(dict.fromkeys(shapes))
+
+
+def _ints(values: list[str] | None, flag: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in csv_values(values))
+    except ValueError:
+        raise UsageError(f"{flag} takes whole numbers, e.g. {flag} 1,8") from None
+
+
+def parse_shapes(args: argparse.Namespace) -> list[Shape]:
+    """--shape ... and --model ... x --batch x --seq; the default set without either."""
+    try:
+        shapes = parse_shape_values(args.shape)
+        batches = _ints(args.batch, "--batch") or DEFAULT_BATCH
+        seqs = _ints(args.seq, "--seq") or DEFAULT_SEQ
+        models = csv_values(args.model)
+        if (args.batch or args.seq) and not models:
+            raise UsageError("--batch and --seq go with --model NAME (or give --shape B=..,T=..,...)")
+        shapes += [s for s in model_shapes(models, batches, seqs) if s not in shapes]
+    except (InvalidShape, UnknownModel) as exc:
+        raise UsageError(str(exc)) from None
+    return shapes or list(DEFAULT_SHAPES)
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars on standard error: unless --no-progress, and only on a terminal."""
+    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
+
+
+ARCH = re.compile(r"(sm|compute)_\d{2,3}[af]?")
+
+
+def parse_archs(values: Iterable[str] | None, default: Sequence[str]) -> list[str]:
+    archs = csv_values(values) or list(default)
+    bad = [a for a in archs if not ARCH.fullmatch(a)]
+    if bad:
+        raise UsageError(f"cannot read --arch {bad[0]!r}: give a target such as sm_90 or sm_80,sm_90")
+    return list(dict.fromkeys(archs))
+
+
+# --- argparse types: a ValueError or ArgumentTypeError becomes "argument --flag: <message>" ----
+def _number(kind: type, text: str, what: str) -> int | float:
+    """`text` as `kind`; a float flag never takes NaN or an infinity (no flag means either)."""
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes {what}, not {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"takes {what}, not {text!r}")
+    return value
+
+
+def _bounded(
+    name: str, kind: type, what: str, ok: Callable[[float], bool], note: str = ""
+) -> Callable[[str], float]:
+    """An argparse type: `text` read as `kind`, refused with "takes <what><note>, not <text>"
+    unless `ok(value)`."""
+
+    def parse(text: str):
+        value = kind(_number(kind, text, what))
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"takes {what}{note}, not {text}")
+        return value
+
+    parse.__name__ = parse.__qualname__ = name
+    parse.kind = kind  # type: ignore[attr-defined]  # what tests look for: every float flag is one of these
+    return parse
+
+
+positive_int = _bounded("positive_int", int, "a whole number of at least 1", lambda v: v >= 1)
+nonnegative_int = _bounded("nonnegative_int", int, "a whole number of at least 0", lambda v: v >= 0)
+seed = _bounded("seed", int, f"a whole number from 0 to {SEED_MAX}", lambda v: 0 <= v <= SEED_MAX)
+positive_seconds = _bounded(
+    "positive_seconds", float, f"seconds above 0, at most {HOUR_S:g}", lambda v: 0 < v <= HOUR_S
+)
+# a limit that may be left out (no limit), never 0 or less: such a run measures nothing
+time_limit = _bounded(
+    "time_limit",
+    float,
+    "seconds above 0",
+    lambda v: 0 < v <= WEEK_S,
+    f" (leave it out for no limit), at most {WEEK_S:g}",
+)
+# a wait that may be 0 (none)
+delay_seconds = _bounded("delay_seconds", float, f"seconds from 0 to {HOUR_S:g}", lambda v: 0 <= v <= HOUR_S)
+# a sign of life: the storages count whole seconds, and a worker silent for 4 is taken for dead
+heartbeat_seconds = _bounded(
+    "heartbeat_seconds", float, f"seconds from 1 to {HOUR_S:g}", lambda v: 1 <= v <= HOUR_S
+)
+nonnegative_fraction = _bounded(
+    "nonnegative_fraction",
+    float,
+    "a fraction of at least 0, e.g. 0.02 for 2%",
+    lambda v: v >= 0,
+)
+positive_number = _bounded("positive_number", float, "a number above 0", lambda v: v > 0)
+# a wait that may be 0 (none), never negative nor infinite
+microseconds = _bounded("microseconds", float, "microseconds from 0", lambda v: 0 <= v < 1e6)
+
+
+def nonempty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a value, not an empty string")
+    return text
+
+
+def directory(text: str) -> Path:
+    """A directory argument: never empty (an empty path would be the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a directory, not an empty string")
+    return Path(text).expanduser()

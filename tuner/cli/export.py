@@ -1,0 +1,76 @@
+"""`python -m tuner export`: one GPU's winners of every op as one drop-in CUDA header for llm.c
+(`llmc/repkv.cuh`'s repkv_forward and repkv_backward, and the fused rope_repkv_forward and
+repkv_rope_backward; an op without results gets its generic configuration), or as JSON (per op).
+
+python -m tuner export --format cuda-header --gpu h200 --dtype bf16 -o repkv_tuned.cuh
+python -m tuner export --format json --gpu h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import variants
+from results.header import ExportError, export_header
+from results.header_render import render_header
+from results.index import build_index
+from results.schema import L2_COLD, L2_STATES
+from results.store import load_results, read_dirs
+from tuner.cli.arguments import NO_BUNDLED_HELP
+from tuner.run.gpus import gpu_label_argument
+
+FORMATS = ("cuda-header", "json")
+
+
+def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="cuda-header", help="default cuda-header")
+    parser.add_argument("--gpu", type=gpu_label_argument, help="GPU label (default: the results' only one)")
+    parser.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help="default: all three")
+    parser.add_argument(
+        "--other-gpus", action="store_true", help="a GPU without results gets another GPU's winners"
+    )
+    parser.add_argument(
+        "--l2",
+        choices=L2_STATES,
+        default=L2_COLD,
+        help="the winners tuned with L2 cold (default) or fed (python -m tuner --l2 fed: dout just "
+        "written, as in a training step); shapes never tuned fed keep their cold ones",
+    )
+    parser.add_argument("--results", type=Path, help=f"default {default_results} and the bundled results")
+    parser.add_argument("--no-bundled", dest="bundled", action="store_false", help=NO_BUNDLED_HELP)
+    parser.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
+
+
+def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Exception]) -> int:
+    dirs = [args.results] if args.results else read_dirs(bundled=args.bundled)
+    frame, report = load_results(dirs)
+    for path, why in report.skipped.items():
+        print(f"skipped {path}: {why}", file=sys.stderr)
+    index = build_index(frame, report)
+    gpu = args.gpu
+    if gpu is None:
+        gpus = sorted({g for op in variants.OPS for g in index.for_op(op).available_gpus()})
+        if len(gpus) != 1:
+            raise usage_error(f"the results hold GPUs {', '.join(gpus) or 'none'}: pick one with --gpu")
+        gpu = gpus[0]
+    try:
+        export = export_header(index, gpu, dtypes, other_gpus=args.other_gpus, l2=args.l2)
+    except ExportError as exc:
+        raise usage_error(f"{exc} (in {' and '.join(map(str, dirs))})") from None
+    text = render_header(export) if args.format == "cuda-header" else export.as_json() + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.output.with_name(f".{args.output.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(args.output)
+    except OSError as exc:
+        raise usage_error(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    counts = ", ".join(f"{op} {len(table.rows)}" for op, table in export.tables.items())
+    total = sum(len(table.rows) for table in export.tables.values())
+    print(f"{total} tuned shapes of {gpu} written to {args.output} ({counts})", file=sys.stderr)
+    return 0

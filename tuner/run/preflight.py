@@ -1,0 +1,182 @@
+"""What a tuning run checks before it measures anything (or starts a GPU worker): that the
+results directory takes files, that the Optuna storage can be opened, and that this host has
+CuPy and a CUDA driver that serves it. A failed check raises PreflightError, whose one-line
+message names the flag and says what to do; without these checks each mistake surfaced as
+a traceback, some only after the first measurement.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from variants.errors import RepkvTuneError
+
+CONNECT_TIMEOUT_S = 5  # one attempt to reach a database server
+STORAGE_HINT = (
+    "use journal:FILE (the processes of one host), postgresql://USER@HOST/DB (several hosts), "
+    "sqlite:///FILE or memory"
+)
+RDB_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql")
+CUDA_HINT = (
+    "pip install 'repkv-tune[cuda12]' (CUDA 12 driver) or 'repkv-tune[cuda13]' (CUDA 13 driver); "
+    "or tune without a GPU: --replay DIR"
+)
+
+
+class PreflightError(RepkvTuneError, ValueError):
+    """A check before the run failed: the message says what to do."""
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _probe_dir(directory: Path) -> None:
+    """Create, write and remove a file in `directory` (OSError if any step fails)."""
+    fd, name = tempfile.mkstemp(prefix=".write-probe-", dir=directory)
+    try:
+        os.write(fd, b"probe\n")
+    finally:
+        os.close(fd)
+        os.unlink(name)
+
+
+def _nearest(path: Path) -> Path:
+    """`path`, or the first of its parents that exists."""
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            return candidate
+    return Path.cwd()
+
+
+def _writable_dir(directory: Path, named: str, hint: str) -> None:
+    """A directory that is there and takes a new file, or could be made (probed in its
+    nearest existing parent, which then must take one): nothing is left behind."""
+    nearest = _nearest(directory)
+    if not nearest.is_dir():
+        where = "is a file" if nearest == directory else f"is under {nearest}, a file"
+        raise PreflightError(f"{named} {directory} {where}: {hint}")
+    try:
+        _probe_dir(nearest)
+    except OSError as exc:
+        raise PreflightError(f"{named} {directory}: cannot write there ({_why(exc)}): {hint}") from None
+
+
+def check_results_dir(directory: Path, named: str = "--results") -> None:
+    """The results directory exists or can be made, and a file can be written in it."""
+    _writable_dir(Path(directory), named, "give a directory you can write")
+
+
+def _check_file(path: Path, named: str) -> None:
+    """A file that can be appended to: an existing one opened, a new one's directory probed."""
+    if path.is_dir():
+        raise PreflightError(f"{named}: {path} is a directory: name a file in it")
+    if path.exists():
+        try:
+            with path.open("ab"):
+                pass
+        except OSError as exc:
+            raise PreflightError(
+                f"{named}: cannot write {path} ({_why(exc)}): name a file you can write"
+            ) from None
+        return
+    _writable_dir(path.parent, f"{named}:", "name a file in a directory you can write")
+
+
+def shown_url(url: str) -> str:
+    """The URL without its password."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("://", 1)[0] + "://..."
+
+
+def check_storage(url: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """A journal or SQLite file that can be written, or a database server that answers one
+    connection within `timeout_s`. Other URLs are left to `tuner.study.storage.make_storage`."""
+    if url is None or url in ("memory", ":memory:"):
+        return
+    if url.startswith("journal:"):
+        path = Path(url[len("journal:") :]).expanduser()
+        if path.name:
+            _check_file(path, f"--storage {url}")
+        return
+    if "://" not in url:
+        return
+    scheme = url.split("://", 1)[0]
+    if scheme.split("+", 1)[0] not in RDB_SCHEMES:
+        raise PreflightError(
+            f"--storage {scheme}://...: this tuner cannot keep a study there: {STORAGE_HINT}"
+        )
+    if scheme.startswith("sqlite"):
+        from tuner.study.storage import InvalidStorage, open_sqlite, sqlite_file
+
+        db = sqlite_file(url)
+        if db is not None:
+            _check_file(db, f"--storage {url}")
+            try:  # its directory exists, and no other process has it open
+                open_sqlite(db, url)
+            except InvalidStorage as exc:
+                raise PreflightError(f"--storage {exc}") from None
+        return
+    _connect_once(url, timeout_s)
+
+
+def _connect_once(url: str, timeout_s: float) -> None:
+    import sqlalchemy
+    import sqlalchemy.exc
+
+    from tuner.study.storage import normalize_url
+
+    shown = shown_url(url)
+    try:
+        engine = sqlalchemy.create_engine(
+            normalize_url(url), connect_args={"connect_timeout": max(1, round(timeout_s))}
+        )
+    except ImportError as exc:
+        raise PreflightError(
+            f"--storage {shown}: no database driver here ({exc}): pip install 'repkv-tune[postgres]'"
+        ) from None
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        raise PreflightError(f"--storage {shown}: cannot read this URL ({exc}): {STORAGE_HINT}") from None
+    try:
+        with engine.connect():
+            pass
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        raise PreflightError(
+            f"--storage {shown}: cannot connect ({reason[0] if reason else type(exc).__name__}): "
+            "check that the server runs and can be reached from here, and the database, user and password"
+        ) from None
+    finally:
+        engine.dispose()
+
+
+def check_cuda(device: int = 0) -> None:
+    """CuPy imports and the CUDA runtime sees `device` (the driver is loaded to count the
+    GPUs; no context is made here, the worker process makes its own)."""
+    try:
+        import cupy
+    except ImportError as exc:
+        why = "CuPy is not installed" if exc.name == "cupy" else f"CuPy does not import ({exc})"
+        raise PreflightError(f"no GPU to tune on: {why}: {CUDA_HINT}") from None
+    except Exception as exc:  # a CuPy that cannot load its CUDA libraries
+        raise PreflightError(f"no GPU to tune on: CuPy does not load ({exc}): {CUDA_HINT}") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # cupy.cuda.runtime.CUDARuntimeError: no driver, or one too old
+        first = str(exc).strip().splitlines()
+        raise PreflightError(
+            f"no GPU to tune on ({first[0] if first else type(exc).__name__}): "
+            f"install an NVIDIA driver and the CuPy for its CUDA, {CUDA_HINT}"
+        ) from None
+    if count < 1:
+        raise PreflightError(
+            f"no GPU to tune on: CUDA sees none (is CUDA_VISIBLE_DEVICES empty?): {CUDA_HINT}"
+        )
+    if device >= count:
+        raise PreflightError(f"--device {device}: this host has {count} GPU(s): give 0 to {count - 1}")
