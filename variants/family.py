@@ -152,8 +152,7 @@ class Family(abc.ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A concrete family must declare its class attributes (abstract ones may leave them)."""
         super().__init_subclass__(**kwargs)
-        hooks = Family.__abstractmethods__
-        abstract = any(getattr(getattr(cls, hook), "__isabstractmethod__", False) for hook in hooks)
+        abstract = any(getattr(getattr(cls, name, None), "__isabstractmethod__", False) for name in dir(cls))
         missing = [attr for attr in ("name", "doc", "params") if not hasattr(cls, attr)]
         if missing and not abstract:
             raise TypeError(f"family {cls.__name__} does not declare {', '.join(missing)}")

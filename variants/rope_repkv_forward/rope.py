@@ -35,18 +35,16 @@ from variants.family import (
     BLOCK_SIZES,
     COMMON_HEADER,
     LOAD_HINTS,
-    MAX_GRID,
     STORE_HINTS,
     Family,
     GridTerm,
     Launch,
     Param,
     ceil_div,
-    hint_codes,
-    index_type,
     vector_reject,
 )
 from variants.shape import INT32_MAX, Shape
+from variants.word_family import WordFamily
 
 ROPE_HEADER = Path(__file__).resolve().parent / "rope.cuh"
 THETA = 500000.0  # Llama 3's rope_theta
@@ -143,7 +141,7 @@ def rope_vector_reject(shape: Shape, dtype: DType, vec_bytes: int) -> str | None
     return vector_reject(shape, dtype, vec_bytes)
 
 
-class RopeVec(RopeFamily):
+class RopeVec(RopeFamily, WordFamily):
     """One thread per vec_bytes word of `token_heads` heads a token; 64-bit indices where needed."""
 
     name = "vec"
@@ -158,19 +156,8 @@ class RopeVec(RopeFamily):
     def token_words(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
         return self.token_heads(shape) * shape.HD * dtype.itemsize // p["vec_bytes"]
 
-    def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
-        reason = rope_vector_reject(shape, dtype, p["vec_bytes"])
-        if reason is None and self.launch(shape, dtype, p, 0).grid > MAX_GRID:
-            reason = f"{self.launch(shape, dtype, p, 0).grid} blocks of {p['block']} exceed CUDA's grid"
-        return reason
+    def largest_numel(self, shape: Shape) -> int:
+        return qkv_numel(shape)
 
-    def template_args(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> list[str]:
-        threads = self.launch(shape, dtype, p, 0).grid * p["block"]
-        largest = max(threads, qkv_numel(shape))
-        return [dtype.ctype, str(p["vec_bytes"]), *hint_codes(p), index_type(largest)]
-
-    def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
-        return Launch(ceil_div(shape.tokens * self.token_words(shape, dtype, p), p["block"]), p["block"])
-
-    def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
-        return (GridTerm(1, self.token_words(shape, dtype, p), p["block"]),)
+    def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
+        return rope_vector_reject(shape, dtype, vec_bytes)
