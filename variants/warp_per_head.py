@@ -19,7 +19,7 @@ from variants.family import (
     vector_reject,
 )
 from variants.shape import Shape
-from variants.vec import VEC_BYTES
+from variants.word_family import VEC_BYTES
 
 
 class WarpPerHead(Family):

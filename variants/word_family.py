@@ -9,16 +9,29 @@ from typing import Any
 
 from variants.dtypes import DType
 from variants.family import (
+    BLOCK_SIZES,
+    LOAD_HINTS,
     MAX_GRID,
+    STORE_HINTS,
     Family,
     GridTerm,
     Launch,
+    Param,
     ceil_div,
     hint_codes,
     index_type,
     vector_reject,
 )
 from variants.shape import Shape
+
+VEC_BYTES = (4, 8, 16)
+# The space of a plain one-word-a-thread family (a family may add to it or say it its own way).
+WORD_PARAMS = (
+    Param("block", BLOCK_SIZES, "threads per block"),
+    Param("vec_bytes", VEC_BYTES, "bytes per load and store"),
+    Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),
+    Param("store", STORE_HINTS, "global store: plain or __stcs"),
+)
 
 
 class WordFamily(Family):

@@ -8,28 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from variants.dtypes import DType
-from variants.family import (
-    BLOCK_SIZES,
-    LOAD_HINTS,
-    STORE_HINTS,
-    Param,
-)
 from variants.repkv_forward.layout import out_numel, out_token_elements
 from variants.shape import Shape
-from variants.word_family import WordFamily
-
-VEC_BYTES = (4, 8, 16)
+from variants.word_family import WORD_PARAMS, WordFamily
 
 
 class VecFamily(WordFamily):
     name = "vec"
     doc = "one thread per vector word of out: a vectorized gather"
-    params = (
-        Param("block", BLOCK_SIZES, "threads per block"),
-        Param("vec_bytes", VEC_BYTES, "bytes per load and store"),
-        Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),
-        Param("store", STORE_HINTS, "global store: plain or __stcs"),
-    )
+    params = WORD_PARAMS
     kernel_prefix = "repkv_forward"
     template_dir = Path(__file__).resolve().parent
 

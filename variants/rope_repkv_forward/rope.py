@@ -44,11 +44,10 @@ from variants.family import (
     vector_reject,
 )
 from variants.shape import INT32_MAX, Shape
-from variants.word_family import WordFamily
+from variants.word_family import VEC_BYTES, WordFamily
 
 ROPE_HEADER = Path(__file__).resolve().parent / "rope.cuh"
 THETA = 500000.0  # Llama 3's rope_theta
-VEC_BYTES = (4, 8, 16)
 
 
 def freqs_cis(shape: Shape, xp: Any = np) -> Any:
