@@ -3,7 +3,6 @@
 - `Launcher`: one kernel's CUfunction, geometry and packed argument block (the output pointer,
   then one per input in `op.inputs` order, then B, T, NH, NH_KV, HD: `Op.kernel_arguments`);
 - `compile_launcher`: build one for a configuration of an op's family;
-- `generic_config`: what serves an op where nothing tuned does;
 - `Launchers` (`LAUNCHERS`): the launchers per (op, shape, dtype, device), chosen from the
   results store's index for that op (`StoreIndex.for_op`), raced on the default op's untuned
   shapes (`repkv_tune.race`).
@@ -24,21 +23,16 @@ import torch
 import variants
 from repkv_tune.race import L2, RACE
 from repkv_tune.race import race as _race
+from variants.compile_cupy import compile_kernel
 
 if TYPE_CHECKING:
-    from variants import Config, DType, Op, Shape
+    from variants import Config, Op
 
 log = logging.getLogger("repkv_tune.ops")
 
 DEFAULT_OP = variants.DEFAULT_OP
 # The dtypes the kernels are tuned in, by their variants name (float64 takes PyTorch's path).
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-# What serves a shape of an op other than the default one where nothing tuned does: `vec` at
-# GENERIC_BLOCK with the widest word its family accepts (whole RoPE pairs for the RoPE ops),
-# else `naive` at llm.c's block (results.selection.generic_config serves the default op).
-GENERIC_BLOCK = 256
-GENERIC_VEC_BYTES = (16, 8, 4)
-NAIVE_BLOCK = 128
 
 
 @dataclass
@@ -82,10 +76,7 @@ def compile_launcher(shape, dtype, config, device: int, served: str, op: Op | No
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
     launch = family.geometry(shape, dtype, config, sm_count)
     with cp.cuda.Device(device):
-        module = cp.RawModule(
-            code=family.source, options=family.compile_options, name_expressions=[expression]
-        )
-        kernel = module.get_function(expression)
+        module, kernel = compile_kernel(family, expression)
         function = int(kernel.kernel.ptr)  # CuPy loads the module on the current device
     pointers = tuple(ctypes.c_void_p(0) for _ in range(1 + len(op.inputs)))
     ints = [ctypes.c_int(v) for v in (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)]
@@ -101,31 +92,6 @@ def compile_launcher(shape, dtype, config, device: int, served: str, op: Op | No
         _keep=(module, pointers, ctypes.addressof(slots), slots, ints, kernel),
         op=op.name,
     )
-
-
-def generic_config(op: Op, shape: Shape, dtype: DType) -> Config:
-    """The configuration that serves (shape, dtype) of `op` where nothing tuned does: the
-    default op's `results.selection.generic_config`; for another op `vec` at block 256 with
-    the widest word (16, 8, 4 bytes) its family accepts (one that divides HD; whole RoPE pairs
-    for the RoPE ops), else `naive` at block 128. ValueError when neither serves."""
-    from variants import Config
-
-    if op.name == DEFAULT_OP:
-        from results.selection import generic_config as default_generic
-
-        return default_generic(shape, dtype)
-    tried = [
-        Config.of("vec", block=GENERIC_BLOCK, vec_bytes=v, load="plain", store="plain")
-        for v in GENERIC_VEC_BYTES
-        if "vec" in op.families
-    ]
-    reasons = []
-    for config in [*tried, Config.of("naive", block=NAIVE_BLOCK)]:
-        reason = op.family(config.family).rejection(shape, dtype, config)
-        if reason is None:
-            return config
-        reasons.append(f"{config.key}: {reason}")
-    raise ValueError(f"no kernel of {op.name} serves {shape} {dtype.name}: {'; '.join(reasons)}")
 
 
 def runs_on(op: Op, config: Config, compute_capability: int) -> bool:
@@ -164,7 +130,7 @@ class Launchers:
         return launcher
 
     def _build(self, op_name: str, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> Launcher:
-        from results.selection import shortlist
+        from results.selection import generic_config, shortlist
         from tuner.run.gpus import InvalidGpuLabel, default_label
 
         op = variants.get_op(op_name)
@@ -180,7 +146,7 @@ class Launchers:
         major, minor = torch.cuda.get_device_capability(device)
         listed = [c for c in listed if runs_on(op, c.candidate.config, 10 * major + minor)]  # borrowed ones
         if not listed:
-            config = generic_config(op, shape, dtype)
+            config = generic_config(shape, dtype, op)
             log.warning(
                 "nothing tuned serves %s %s %s on %s; using %s", op.name, shape, dtype.name, name, config.key
             )

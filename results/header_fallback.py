@@ -26,7 +26,7 @@ import variants
 from results import layout_rule
 from results.index import TunedGroup
 from results.recipe import GRID_LIMIT
-from results.selection import GENERIC_BLOCK, GENERIC_VEC_BYTES, generic_configs
+from results.selection import generic_configs
 from variants import Config, DType, Op, Shape
 from variants.rope_repkv_forward.rope import RopeFamily
 from variants.shape import INT32_MAX
@@ -88,18 +88,13 @@ def generic_kernel(config: Config, dtype: DType, op: Op | None = None) -> Generi
 
 
 def op_generic_configs(op: Op, dtype: DType) -> list[Config]:
-    """An op's generic chain but repkv_backward's: `vec` at block 256, each word its vec takes
-    in this dtype, widest first (where the op has a `vec`), then its baseline (`naive` at block
-    128, llm.c's kernel1)."""
-    found = []
-    if "vec" in op.families:
-        vec = op.family("vec")
-        found = [
-            Config.of("vec", block=GENERIC_BLOCK, vec_bytes=v, load="plain", store="plain")
-            for v in GENERIC_VEC_BYTES
-        ]
-        found = [c for c in found if vec.rejection(_HUGE, dtype, c) is None]
-    return [*found, op.baseline]
+    """An op's generic chain (`results.selection.generic_configs`), each `vec` width that its
+    family takes in this dtype at any B*T."""
+    return [
+        c
+        for c in generic_configs(dtype, op)
+        if c.family != "vec" or op.family("vec").rejection(_HUGE, dtype, c) is None
+    ]
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import variants
 from results import layout_rule
 from results.index import Candidate, GroupKey, StoreIndex, TunedGroup, shape_tuple
 from results.recipe import Recipe, build_recipe
-from variants import Config, DType, Shape
+from variants import Config, DType, Op, Shape
 
 # What serves a shape nothing was measured near (no results at all, or none that can serve):
 # a vectorized gather at block 256 with the widest word that divides a head, else `gather`.
@@ -217,20 +217,35 @@ def select(
     return index.choices.put(key, found)
 
 
-def generic_configs(dtype: DType) -> list[Config]:
-    """The generic configurations in the order they are tried (the last, `gather`, serves
-    every shape)."""
+def generic_configs(dtype: DType, op: Op | None = None) -> list[Config]:
+    """What serves a shape of `op` (default repkv_backward) where nothing tuned does, in the
+    order tried. repkv_backward: `vec` at block 256, widest word first, then `gather`, which
+    serves every shape. Another op: its `vec` (where it has one) at block 256 at each width,
+    widest first, then its baseline (llm.c's kernel1 at block 128)."""
+    op = op or variants.get_op()
+    if op.name == variants.DEFAULT_OP:
+        found = [
+            Config.of("vec", block=GENERIC_BLOCK, vec_bytes=v, load="plain", store="plain")
+            for v in GENERIC_VEC_BYTES
+            if v >= dtype.itemsize
+        ]
+        return [*found, Config.of("gather", block=GENERIC_BLOCK, load="plain", store="plain")]
     found = [
         Config.of("vec", block=GENERIC_BLOCK, vec_bytes=v, load="plain", store="plain")
         for v in GENERIC_VEC_BYTES
-        if v >= dtype.itemsize
+        if "vec" in op.families
     ]
-    return [*found, Config.of("gather", block=GENERIC_BLOCK, load="plain", store="plain")]
+    return [*found, op.baseline]
 
 
-def generic_config(shape: Shape, dtype: DType) -> Config:
-    """The first generic configuration that serves (shape, dtype)."""
-    for config in generic_configs(dtype):
-        if variants.get_family(config.family).rejection(shape, dtype, config) is None:
+def generic_config(shape: Shape, dtype: DType, op: Op | None = None) -> Config:
+    """The first generic configuration of `op` that serves (shape, dtype); ValueError, with
+    each one's reason, where none does (repkv_backward's `gather` serves every shape)."""
+    op = op or variants.get_op()
+    reasons = []
+    for config in generic_configs(dtype, op):
+        reason = op.family(config.family).rejection(shape, dtype, config)
+        if reason is None:
             return config
-    raise AssertionError("gather serves every shape")
+        reasons.append(f"{config.key}: {reason}")
+    raise ValueError(f"no kernel of {op.name} serves {shape} {dtype.name}: {'; '.join(reasons)}")

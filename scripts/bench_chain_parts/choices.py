@@ -27,7 +27,7 @@ def served(index: Any, label: str, op_name: str, shape: Shape, dtype: DType) -> 
     if choice is not None:
         tuned_at = f"{choice.group.shape.key} {choice.group.dtype.name}"
         return choice.candidate.config, f"{choice.match}, tuned at {tuned_at}"
-    from repkv_tune.launcher import generic_config
+    from results.selection import generic_config
 
-    config = generic_config(OPS[op_name], shape, dtype)
+    config = generic_config(shape, dtype, OPS[op_name])
     return config, f"generic: nothing in the store for {label!r} serves it"

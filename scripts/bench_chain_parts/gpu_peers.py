@@ -14,12 +14,13 @@ import cupy as cp
 import numpy as np
 import torch
 
-from tuner.runners.gpu.kernels import CompileError, Kernels
+from tuner.runners.gpu.kernels import Kernels
 from tuner.runners.gpu.peers import as_storage, as_torch
 from tuner.runners.gpu.session import STICKY_ERRORS, DeviceSession
 from tuner.runners.gpu.timing import time_launches
 from tuner.runners.gpu.torch_peers import first_call
 from variants import Config, DType, Shape
+from variants.compile_cupy import CompileError
 from variants.reference import nan_bits, op_inputs, validate_output
 from variants.repkv_rope_backward import llmc_chain_tolerance
 

@@ -17,10 +17,10 @@ from repkv_tune.ops import reference_backward, repkv_backward
 from results.index import shape_tuple
 from results.selection import select
 from tuner.runners.gpu import triton_peer
-from tuner.runners.gpu.kernels import CompileError
 from tuner.runners.gpu.peers import as_storage
 from tuner.runners.gpu.torch_peers import TORCH_DTYPES, compile_formulation, repeat_kv_backward, sum_cat
 from variants import DType, InvalidConfig, Shape
+from variants.compile_cupy import CompileError
 
 from .arithmetic import COMPILE_MODES
 from .gpu import Gpu

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from repkv_tune import launcher as L  # noqa: E402
+from results.selection import generic_config  # noqa: E402
 from variants import DTYPES, OPS, Config, Shape, get_op  # noqa: E402
 
 
@@ -42,22 +43,21 @@ from variants import DTYPES, OPS, Config, Shape, get_op  # noqa: E402
     ],
 )
 def test_the_generic_configuration_of_each_op(op, shape, dtype, expected) -> None:
-    config = L.generic_config(get_op(op), Shape(*shape), DTYPES[dtype])
+    config = generic_config(Shape(*shape), DTYPES[dtype], get_op(op))
     assert config.key == expected
     # it serves: the op's family compiles it for the shape
     get_op(op).family(config.family).name_expression(Shape(*shape), DTYPES[dtype], config)
 
 
 def test_the_default_ops_generic_configuration_is_the_selections() -> None:
-    from results.selection import generic_config
 
     shape, dtype = Shape(2, 64, 32, 8, 72), DTYPES["bf16"]
-    assert L.generic_config(get_op(), shape, dtype) == generic_config(shape, dtype)
+    assert generic_config(shape, dtype, get_op()) == generic_config(shape, dtype)
 
 
 def test_an_odd_hd_has_no_rope_kernel() -> None:
     with pytest.raises(ValueError, match="no kernel of rope_repkv_forward serves"):
-        L.generic_config(get_op("rope_repkv_forward"), Shape(1, 2, 2, 1, 5), DTYPES["fp32"])
+        generic_config(Shape(1, 2, 2, 1, 5), DTYPES["fp32"], get_op("rope_repkv_forward"))
 
 
 def test_runs_on_reads_the_ops_own_families() -> None:

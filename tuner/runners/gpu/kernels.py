@@ -11,11 +11,7 @@ import cupy as cp
 import numpy as np
 
 from variants import Config, DType, Family, Shape
-from variants.errors import RepkvTuneError
-
-
-class CompileError(RepkvTuneError, RuntimeError):
-    """NVRTC rejected the kernel; the message holds the compiler's log."""
+from variants.compile_cupy import CompileError, compile_kernel
 
 
 class Kernels:
@@ -28,15 +24,7 @@ class Kernels:
         key = (family.source_hash, expression)
         function = self._functions.get(key)
         if function is None:
-            try:
-                module = cp.RawModule(
-                    code=family.source,
-                    options=family.compile_options,
-                    name_expressions=[expression],
-                )
-                function = module.get_function(expression)
-            except cp.cuda.compiler.CompileException as exc:
-                raise CompileError(str(exc)) from exc
+            _, function = compile_kernel(family, expression)  # the function keeps its module
             with self._lock:
                 self._functions[key] = function
         return function

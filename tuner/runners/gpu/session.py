@@ -11,10 +11,11 @@ from dataclasses import replace
 import cupy as cp
 
 from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_COLD, Status
-from tuner.runners.gpu.kernels import CompileError, Kernels
+from tuner.runners.gpu.kernels import Kernels
 from tuner.runners.gpu.timing import L2Flusher, Timing, empty_launch, time_device_copy, time_launches
 from tuner.runners.runner import GpuIdentity, Measurement
 from variants import DTYPES, FAMILIES, Config, DType, Family, InvalidConfig, Shape, get_op, op_of
+from variants.compile_cupy import CompileError
 from variants.errors import RepkvTuneError
 from variants.reference import Validation, nan_bits, op_inputs, validate_output
 
