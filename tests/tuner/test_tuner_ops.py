@@ -61,3 +61,29 @@ def test_an_unknown_op_or_a_family_of_another_op_is_refused(tmp_path: Path) -> N
             TuneRequest(op="repkv_forward", families=("tile",), shapes=(SMALL,), results_dir=tmp_path),
             runner=runner,
         )
+
+
+def test_best_shows_one_ops_winners(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from trial_rows import trial
+
+    from results.store import write_table
+    from tuner.cli.main import main
+
+    forward = {"block": 256, "vec_bytes": 16, "load": "plain", "store": "plain"}
+    rows = [
+        trial("h200", SMALL, "bf16", "vec", forward, 0.02, op="repkv_forward"),
+        trial("h200", SMALL, "bf16", "vec", forward, 0.03),
+    ]
+    write_table(rows, tmp_path / "h200", "two-ops")
+    best = ["best", "--results", str(tmp_path), "--no-bundled", "--format", "csv"]
+    assert main(best) == 0
+    default = capsys.readouterr().out
+    assert "0.03" in default and "0.02" not in default
+    assert (
+        main(["best", "--results", str(tmp_path), "--no-bundled", "--format", "csv", "--op", "repkv_forward"])
+        == 0
+    )
+    forward_out = capsys.readouterr().out
+    assert "0.02" in forward_out and "0.03" not in forward_out
+    assert main(["best", "--results", str(tmp_path), "--no-bundled", "--op", "rope_repkv_forward"]) == 1
+    assert "no trial rows of rope_repkv_forward" in capsys.readouterr().out

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from results.schema import L2_COLD, SHAPE_COLUMNS
+from results.schema import L2_COLD, SHAPE_COLUMNS, rows_of_op
 from results.store import load_results, read_dirs
 from tuner.cli.arguments import (
     UsageError,
@@ -39,7 +39,7 @@ from tuner.cli.arguments import (
 from tuner.cli.parser import DEFAULT_RESULTS, LLMC_SHAPE, build_parser, tune_request, with_default_command
 from tuner.interrupt import EXIT_INTERRUPTED
 from tuner.runners.runner import Runner
-from variants import Shape
+from variants import DEFAULT_OP, Shape
 
 if TYPE_CHECKING:
     from tuner.run.request import TuneResult
@@ -75,16 +75,19 @@ def cmd_best(args: argparse.Namespace) -> int:
     where = " and ".join(map(str, dirs))
     for path, why in report.skipped.items():
         print(f"skipped {path}: {why}", file=sys.stderr)
+    frame = rows_of_op(frame, args.op)
     if args.gpu:
         frame = frame[frame["gpu"] == args.gpu]
     if frame.empty:
-        message = f"no trial rows under {where}" + (f" for GPU {args.gpu}" if args.gpu else "")
+        of_op = "" if args.op == DEFAULT_OP else f" of {args.op}"
+        message = f"no trial rows{of_op} under {where}" + (f" for GPU {args.gpu}" if args.gpu else "")
         print(message, file=sys.stdout if args.format == "table" else sys.stderr)
         if args.format != "table":  # an empty document, so that a reader's parser still works
             write_winners(winners_table(frame, args.l2), args.format)
         return 1
     if args.format == "table":
-        render_winners(winners_table(frame, args.l2), title=f"Winners in {where}{state_note(args.l2)}")
+        of_op = "" if args.op == DEFAULT_OP else f" ({args.op})"
+        render_winners(winners_table(frame, args.l2), title=f"Winners{of_op} in {where}{state_note(args.l2)}")
     else:
         write_winners(winners_table(frame, args.l2), args.format)
     return 0

@@ -207,6 +207,9 @@ def _add_best(sub: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--results", type=directory, help=f"default {DEFAULT_RESULTS} and the bundled results")
     p.add_argument("--no-bundled", dest="bundled", action="store_false", help=NO_BUNDLED_HELP)
     p.add_argument("--gpu", type=gpu_label_argument, help="only this GPU label")
+    p.add_argument(
+        "--op", choices=list(OPS), default=DEFAULT_OP, help=f"the kernel's winners (default {DEFAULT_OP})"
+    )
     p.add_argument("--format", choices=BEST_FORMATS, default="table", help="table (default), json or csv")
     p.add_argument(
         "--l2", choices=L2_STATES, default=L2_COLD, help="the winners tuned with L2 cold (default) or fed"
@@ -292,7 +295,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m tuner",
-        description="Autotune the repkv backward kernel. Without a subcommand: tune.",
+        description="Autotune llm.c's GQA kernels (repkv backward unless --op). No subcommand: tune.",
     )
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
     for name, add_subcommand in SUBCOMMANDS.items():
