@@ -66,6 +66,9 @@ class Op:
     tolerance: Tolerance
     # inputs that are not drawn at random (freqs_cis): name -> (shape, xp) -> float values
     fixed_inputs: Mapping[str, Callable[[Shape, Any], Any]] = field(default_factory=dict)
+    # what the baseline is, as tables name it: llm.c's own kernel, or (for a fused op, which
+    # llm.c runs as two kernels) the op's one-element-a-thread kernel
+    baseline_name: str = "llm.c"
 
     @property
     def kernel_arguments(self) -> str:

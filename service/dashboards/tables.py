@@ -39,6 +39,14 @@ def _row_op(row: object) -> str:
     return op if isinstance(op, str) else variants.DEFAULT_OP
 
 
+def _baseline_name(table: pd.DataFrame) -> str:
+    """What the rows' speed-up is over (`Op.baseline_name`): llm.c, unless every row is of an
+    op whose baseline is not llm.c's own kernel."""
+    ops = {_row_op(row) for row in table.itertuples(index=False)}
+    names = {variants.OPS[o].baseline_name for o in ops if o in variants.OPS}
+    return names.pop() if len(names) == 1 else "llm.c"
+
+
 def overview_table(table: pd.DataFrame, compare: bool = True, l2: str = L2_COLD) -> str:
     """The winners, one row per GPU, shape and dtype, each with links to its shape page,
     its /best recipe (in L2 state `l2`), its kernel source and (with `compare`) the shape on
@@ -63,7 +71,7 @@ def overview_table(table: pd.DataFrame, compare: bool = True, l2: str = L2_COLD)
     head = (
         "<tr><th>GPU</th><th>shape</th><th>dtype</th><th>winner</th><th>ms</th><th>GB/s</th>"
         '<th title="of the peak DRAM bandwidth of the GPU (data sheet)">% of peak</th><th>time / copy</th>'
-        "<th>speed-up vs llm.c</th><th>trials</th><th>kernel</th>"
+        f"<th>speed-up vs {e(_baseline_name(table))}</th><th>trials</th><th>kernel</th>"
         + ("<th></th>" if compare else "")
         + "</tr>"
     )
@@ -91,7 +99,8 @@ def bandwidth_table(table: pd.DataFrame, peak_gbps: float | None) -> str:
         '<tr><th title="B×T NH/NH_KV/HD">shape</th><th>dtype</th><th>MB moved</th><th>winner GB/s</th>'
         f"<th>copy GB/s</th>{peak_head}<th>time / copy</th>"
         '<th title="time over an empty kernel launch of the same run: below ~32 MB the copy carries a '
-        'fixed cost of its own">time / empty launch</th><th>llm.c GB/s</th><th>winner</th>'
+        'fixed cost of its own">time / empty launch</th>'
+        f"<th>{e(_baseline_name(table))} GB/s</th><th>winner</th>"
         "<th>kernel</th></tr>"
     )
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"

@@ -87,3 +87,22 @@ def test_best_shows_one_ops_winners(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "0.02" in forward_out and "0.03" not in forward_out
     assert main(["best", "--results", str(tmp_path), "--no-bundled", "--op", "rope_repkv_forward"]) == 1
     assert "no trial rows of rope_repkv_forward" in capsys.readouterr().out
+
+
+def test_the_winners_of_a_fused_op_are_set_against_its_naive_kernel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trial_rows import trial
+
+    from results.store import write_table
+    from tuner.cli.main import main
+
+    vec = {"block": 256, "vec_bytes": 16, "load": "plain", "store": "plain"}
+    rows = [
+        trial("h200", SMALL, "bf16", "vec", vec, 0.02, op="repkv_rope_backward"),
+        trial("h200", SMALL, "bf16", "naive", {"block": 128}, 0.08, op="repkv_rope_backward"),
+    ]
+    write_table(rows, tmp_path / "h200", "fused")
+    assert main(["best", "--results", str(tmp_path), "--no-bundled", "--op", "repkv_rope_backward"]) == 0
+    out = capsys.readouterr().out
+    assert "vs naive" in out and "vs llm.c" not in out

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from results.schema import L2_COLD, SHAPE_COLUMNS, rows_of_op
+from results.schema import L2_COLD, SHAPE_COLUMNS, ops_of, rows_of_op
 from results.store import load_results, read_dirs
 from tuner.cli.arguments import (
     UsageError,
@@ -39,7 +39,7 @@ from tuner.cli.arguments import (
 from tuner.cli.parser import DEFAULT_RESULTS, LLMC_SHAPE, build_parser, tune_request, with_default_command
 from tuner.interrupt import EXIT_INTERRUPTED
 from tuner.runners.runner import Runner
-from variants import DEFAULT_OP, Shape
+from variants import DEFAULT_OP, Shape, get_op
 
 if TYPE_CHECKING:
     from tuner.run.request import TuneResult
@@ -87,7 +87,8 @@ def cmd_best(args: argparse.Namespace) -> int:
         return 1
     if args.format == "table":
         of_op = "" if args.op == DEFAULT_OP else f" ({args.op})"
-        render_winners(winners_table(frame, args.l2), title=f"Winners{of_op} in {where}{state_note(args.l2)}")
+        title = f"Winners{of_op} in {where}{state_note(args.l2)}"
+        render_winners(winners_table(frame, args.l2), title=title, baseline=get_op(args.op).baseline_name)
     else:
         write_winners(winners_table(frame, args.l2), args.format)
     return 0
@@ -172,7 +173,10 @@ def report_tune(result: TuneResult) -> int:
         print(f"{result.missing} proposed configurations were not in the recording", file=sys.stderr)
     if not in_fleet():  # a fleet's parent shows the winners of all its workers
         title = f"Winners on {result.gpu}{state_note(result.l2)}"
-        render_winners(winners_table(result.frame(), result.l2), title=title)
+        frame = result.frame()
+        ops = set(ops_of(frame)) if len(frame) else set()
+        baseline = get_op(ops.pop()).baseline_name if len(ops) == 1 else "llm.c"
+        render_winners(winners_table(frame, result.l2), title=title, baseline=baseline)
     if result.files:
         print(f"{result.rows} rows in {', '.join(str(f) for f in result.files)}", file=sys.stderr)
     if result.interrupted:

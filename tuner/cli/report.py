@@ -98,12 +98,16 @@ def _is_terminal(file: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str = "Winners") -> None:
+def render_winners(
+    table: pd.DataFrame, file: TextIO | None = None, title: str = "Winners", baseline: str = "llm.c"
+) -> None:
     """The winners as a table: as wide as the terminal, a configuration too long for it folded
     onto the next line; elsewhere (a pipe, a file) as wide as the table, nothing cut. Without
     rich (an install without the tuner extra), as plain text."""
     file = file or sys.stdout
     terminal = _is_terminal(file)
+    # the last column: the speed-up over the op's baseline (`Op.baseline_name`)
+    headings = (*WINNER_HEADINGS[:-1], (f"vs {baseline}", WINNER_HEADINGS[-1][1]))
     if table.empty:
         print("no correct measurement to report", file=file)
         return
@@ -127,10 +131,10 @@ def render_winners(table: pd.DataFrame, file: TextIO | None = None, title: str =
         from rich.markup import escape
         from rich.table import Table
     except ImportError:
-        print(plain_table(title, WINNER_HEADINGS, cells), file=file)
+        print(plain_table(title, headings, cells), file=file)
         return
     out = Table(title=title, show_lines=False)
-    for name, justify in WINNER_HEADINGS:
+    for name, justify in headings:
         out.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for row_cells in cells:
         out.add_row(*row_cells[:3], escape(row_cells[3]), *row_cells[4:])

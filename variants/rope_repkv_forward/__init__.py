@@ -54,6 +54,7 @@ OP = Op(
     ),
     families={module.FAMILY.name: module.FAMILY for module in (naive, vec, replicate)},
     baseline=Config.of("naive", **naive.BASELINE_PARAMS),
+    baseline_name="naive",
     reference=reference,
     tolerance=tolerance,
     fixed_inputs={"freqs_cis": freqs_cis},

@@ -232,6 +232,8 @@ def bandwidth_page(index: IndexDep, gpu: GpuQuery = None, op: OpQuery = DEFAULT_
         f'<p class="note">GB/s = bytes moved / time ({e(moved)}). '
         f"The device copy moves the same bytes in the same process. {COPY_NOTE} {note}</p>"
     )
-    figures = [draw.bandwidth(table, peak, moved), draw.bandwidth_ratio(table)]
+    baseline = variants.get_op(op).baseline_name
+    baseline = "llm.c kernel1, block 128" if baseline == "llm.c" else f"{baseline} (block 128)"
+    figures = [draw.bandwidth(table, peak, moved, baseline), draw.bandwidth_ratio(table)]
     after = pages.bandwidth_table(table, peak[1] if peak else None)
     return nav.html(pages.page(title, body, figures, after, op=op))

@@ -41,6 +41,7 @@ def bandwidth(
     table: pd.DataFrame,
     peak: tuple[str, float] | None,
     moved: str = "every dout read once, every dinp written once",
+    baseline: str = "llm.c kernel1, block 128",
 ) -> go.Figure:
     """Achieved GB/s against bytes moved: the winners per dtype, the same-process copy and
     llm.c's baseline per shape, and the GPU's peak when it is known. `moved` says what the
@@ -59,13 +60,13 @@ def bandwidth(
     mb = table["bytes_moved"] / 1e6
     labels = (table["short_shape"] + " " + table["dtype"]).to_numpy()
     fig.add_scatter(
-        name="llm.c kernel1, block 128",
+        name=baseline,
         x=mb,
         y=table["baseline_gbps"],
         mode="markers",
         marker={"symbol": "circle-open", "size": 9, "color": BASELINE_COLOR},
         text=labels,
-        hovertemplate="%{text}<br>llm.c: %{y:.0f} GB/s<extra></extra>",
+        hovertemplate="%{text}<br>" + baseline + ": %{y:.0f} GB/s<extra></extra>",
     )
     fig.add_scatter(
         name="device copy (same bytes, same process)",

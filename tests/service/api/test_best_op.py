@@ -68,3 +68,19 @@ def test_each_op_is_served_from_its_own_rows(tmp_path: Path) -> None:
         assert back["name_expression"].startswith("repkv_vec<")
         missing = client.get("/best", params={"B": 8, "T": 1024, "op": "rope_repkv_forward"})
         assert missing.status_code == 404 and "--op rope_repkv_forward" in missing.text
+
+
+def test_a_fused_ops_speed_up_is_over_its_own_naive_kernel_not_llmcs(tmp_path: Path) -> None:
+    shape = variants.Shape(8, 1024, 32, 8, 128)
+    rows = [
+        trial("h100", shape, "bf16", "naive", {"block": 128}, 0.50, op="rope_repkv_forward"),
+        trial("h100", shape, "bf16", "vec", FORWARD_VEC, 0.10, op="rope_repkv_forward"),
+    ]
+    directory = tmp_path / "results"
+    write_table(rows, directory, "synthetic-rope")
+    with client_over(directory) as client:
+        assert client.app.state.store.wait_ready(30)
+        fused = client.get("/dashboards", params={"op": "rope_repkv_forward"}).text
+        assert "speed-up vs naive" in fused and "speed-up vs llm.c" not in fused
+        plain = client.get("/dashboards").text
+        assert "speed-up vs naive" not in plain
