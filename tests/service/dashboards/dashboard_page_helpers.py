@@ -1,4 +1,4 @@
-"""Readers of the dashboards' HTML, shared by test_dashboard_pages*.py (and, through it, test_dashboard_ops)."""
+"""Readers of the dashboards' HTML for test_dashboard_pages*.py (and, through it, test_dashboard_ops)."""
 
 from __future__ import annotations
 
