@@ -1,6 +1,6 @@
 """The PyTorch operators' CPU parts: registration, the fake implementations that
 torch.compile traces, autograd, argument checks. The tuned CUDA path is tested in
-tests/gpu/test_gpu_torch_op.py."""
+tests/gpu/test_gpu_torch_op_*.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """rope_repkv's CPU parts: the PyTorch path against the variants' float64 references (llm.c's
 RoPE convention), gradcheck, registration, fake implementations, torch.compile, argument
 checks, and precompute_freqs_cis against the tuner's table. The CUDA kernels are tested in
-tests/gpu/test_gpu_torch_op.py."""
+tests/gpu/test_gpu_torch_op_*.py."""
 
 from __future__ import annotations
 
