@@ -260,3 +260,18 @@ def test_write_frame_replaces_the_file_whole_and_leaves_no_temporary(tmp_path: P
     write_frame(rows, path)  # the next group: the file grows, whole
     assert pd.read_parquet(path).equals(rows)
     assert [p.name for p in path.parent.iterdir()] == ["frontier.parquet"]  # no temporary left
+
+
+def test_a_file_of_schema_version_1_loads_as_repkv_backward(tmp_path: Path) -> None:
+    """Version 1 had no `op` column: every row of it is repkv backward's."""
+    table = to_table(pd.DataFrame([row()])).drop_columns(["op"])
+    metadata = {**table.schema.metadata, b"repkv_tune_schema_version": b"1"}
+    table = table.replace_schema_metadata(metadata)
+    table = table.set_column(
+        table.schema.get_field_index("schema_version"), "schema_version", pa.array([1], pa.int16())
+    )
+    pq.write_table(table, tmp_path / "old.parquet")
+    frame, report = load_results(tmp_path)
+    assert len(frame) == 1 and not report.dropped_rows
+    assert list(frame["op"]) == ["repkv_backward"]
+    assert winners(frame)["op"].tolist() == ["repkv_backward"]
