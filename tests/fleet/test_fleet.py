@@ -168,7 +168,7 @@ def test_four_workers_measure_the_budget_exactly_once_while_the_service_reads(
 
 def _running_claim(url: str, study: str, pid: int) -> tuple[int, str] | None:
     """(number, key) of a running trial of worker pid that is measuring its configuration:
-    claimed, not answered by another trial, and started 0.1-0.35 s ago (a trial that answers
+    claimed, not answered by another trial, and started 0.1-0.25 s ago (a trial that answers
     from the study or the store, such as a second worker's queued baseline, ends within
     milliseconds; a measurement here takes the 0.4 s replay delay)."""
     try:
@@ -180,7 +180,7 @@ def _running_claim(url: str, study: str, pid: int) -> tuple[int, str] | None:
         key = t.user_attrs.get(ATTR_KEY)
         if f":{pid}:" not in str(t.user_attrs.get(WORKER, "")) or key is None or key in snap.done:
             continue
-        if t.datetime_start is not None and 0.1 <= (now - t.datetime_start).total_seconds() <= 0.35:
+        if t.datetime_start is not None and 0.1 <= (now - t.datetime_start).total_seconds() <= 0.25:
             return t.number, key
     return None
 
