@@ -39,14 +39,11 @@ import logging
 import torch
 
 import repkv_tune.launcher as _launcher
-from repkv_tune.launcher import LAUNCHERS, Launcher  # noqa: F401  (LAUNCHERS: scripts read it)
-from repkv_tune.launcher import Launchers as _Launchers  # noqa: F401  (tests build their own)
+from repkv_tune.launcher import Launcher
 from repkv_tune.race import record_races
 from variants.family import ALIGNMENT
 
 log = logging.getLogger(__name__)
-
-_DTYPE_NAMES = _launcher.DTYPE_NAMES
 
 
 def _check(dout_shape: tuple[int, ...], NH_KV: int) -> tuple[int, int, int, int, int]:
@@ -86,7 +83,9 @@ def _plan(dout: torch.Tensor, NH_KV: int, device: int) -> tuple[Launcher | None,
         B, T, NH, NH_KV, HD = _check(tuple(dout.shape), NH_KV)
         launcher = None
         if B * T:
-            launcher = _launcher.LAUNCHERS.get(((B, T, NH, NH_KV, HD), _DTYPE_NAMES[dout.dtype], device))
+            launcher = _launcher.LAUNCHERS.get(
+                ((B, T, NH, NH_KV, HD), _launcher.DTYPE_NAMES[dout.dtype], device)
+            )
         found = _PLANS.setdefault(key, (launcher, (B, T, NH + 2 * NH_KV, HD)))
     return found
 
@@ -127,7 +126,7 @@ def _eager_ok(dout: torch.Tensor) -> bool:
     return (
         type(dout) is torch.Tensor
         and dout.is_cuda
-        and dout.dtype in _DTYPE_NAMES
+        and dout.dtype in _launcher.DTYPE_NAMES
         and not torch._C._len_torch_dispatch_stack()
         and not torch._C._is_torch_function_mode_enabled()
     )
@@ -263,7 +262,7 @@ def served(
     race's (configuration, median ms) if one was run) of `op`'s kernel (default: the repkv
     backward; any of variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling
     (and, for the backward, racing) it if needed."""
-    launcher = _launcher.LAUNCHERS.get((tuple(shape), _DTYPE_NAMES[dtype], device), op)
+    launcher = _launcher.LAUNCHERS.get((tuple(shape), _launcher.DTYPE_NAMES[dtype], device), op)
     return launcher.config_key, launcher.served_from, launcher.race
 
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 import variants
 from results.best import baseline_times, in_l2_state, ranked
-from results.schema import GROUP_COLUMNS, L2_COLD, Status, check_l2, hold_or_zero, rows_of_op
+from results.schema import GROUP_COLUMNS, L2_COLD, Status, check_l2, hold_or_zero, rows_of_op, with_op
 from results.store import LoadReport
 from variants import Config, DType, Family, Shape
 
@@ -263,9 +263,7 @@ def build_index(
     group_cols = list(GROUP_COLUMNS)
     check_l2(l2)
     all_rows = frame
-    frame = rows_of_op(frame, op)
-    if "op" not in frame:
-        frame = frame.assign(op=op)
+    frame = with_op(rows_of_op(frame, op))
     fastest = ranked(frame, l2)
 
     baselines = {

@@ -33,7 +33,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from repkv_tune.ops import LAUNCHERS, repkv, repkv_backward, served
+from repkv_tune.launcher import LAUNCHERS
+from repkv_tune.ops import repkv, repkv_backward, served
 
 RUNS = Path(__file__).resolve().parents[1] / "docs" / "runs"  # the runs behind the shipped tables
 

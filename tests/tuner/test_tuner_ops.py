@@ -13,7 +13,7 @@ from tuner.run.pipeline import tune
 from tuner.run.request import TuneError, TuneRequest
 from tuner.runners.bench import BenchRunner
 from tuner.runners.runner import Measurement
-from variants import OPS, Config, DType, Shape
+from variants import DTYPES, OPS, Config, DType, Shape
 
 
 def op_copy_ms(op_name: str):
@@ -49,7 +49,7 @@ def test_a_study_of_another_op_searches_its_families_and_files_rows_under_it(
     assert all(o.plan.study_name.startswith(f"{op_name}-") for o in result.outcomes)
     # the copy ratio is over the op's own bytes
     row = frame.iloc[0]
-    assert row["bytes_moved"] == OPS[op_name].bytes_moved(SMALL, DType("bf16", "__nv_bfloat16", 2, 2.0**-8))
+    assert row["bytes_moved"] == OPS[op_name].bytes_moved(SMALL, DTYPES["bf16"])
 
 
 def test_an_unknown_op_or_a_family_of_another_op_is_refused(tmp_path: Path) -> None:
