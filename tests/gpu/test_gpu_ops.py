@@ -1,5 +1,6 @@
 """GPU conformance of the ops beyond repkv backward (repkv_forward and the fused RoPE pair):
-every family x dtype x a sample of its configurations (every block size, every vector width)
+every family x dtype x a sample of its configurations (every block size, vector width and
+words a thread)
 on shapes that reach every code path, each launch validated element by element against the
 op's float64 reference (fresh random input, llm.c's freqs_cis, output poisoned with NaN)."""
 
@@ -31,13 +32,13 @@ HUGE = Shape(2, 65536, 64, 8, 128)
 
 
 def sample(op: Op, shape: Shape, dtype: DType) -> list[Config]:
-    """For every family: one random valid configuration per block size and one per vector
-    width, plus the baseline."""
+    """For every family: one random valid configuration per block size, one per vector width
+    and one per count of words a thread, plus the baseline."""
     rng = random.Random(f"{op.name}-{shape}-{dtype.name}")
     picked: list[Config] = []
     for family in op.families.values():
         valid = family.valid_configs(shape, dtype)
-        for axis in ("block", "vec_bytes"):
+        for axis in ("block", "vec_bytes", "words"):
             for value in sorted({c.values[axis] for c in valid if axis in c.values}):
                 choice = rng.choice([c for c in valid if c.values[axis] == value])
                 if choice not in picked:
@@ -82,12 +83,18 @@ def test_configuration_is_correct(sessions, op: Op, shape: Shape, dtype: DType, 
     assert result.ok, result.summary()
 
 
+HUGE_CONFIGS = (
+    Config.of("vec", block=256, vec_bytes=16, load="ldcs", store="stcs"),
+    Config.of("flat", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
+)
+
+
+@pytest.mark.parametrize("config", HUGE_CONFIGS, ids=lambda c: c.family)
 @pytest.mark.parametrize("op", NEW_OPS, ids=lambda op: op.name)
-def test_more_than_2_31_elements_in_bf16(sessions, op: Op) -> None:
+def test_more_than_2_31_elements_in_bf16(sessions, op: Op, config: Config) -> None:
     bf16 = DTYPES["bf16"]
     session = sessions[op.name]
-    config = Config.of("vec", block=256, vec_bytes=16, load="ldcs", store="stcs")
-    assert "long long" in op.families["vec"].name_expression(HUGE, bf16, config)
+    assert "long long" in op.families[config.family].name_expression(HUGE, bf16, config)
     result = session.run_checked(HUGE, bf16, session.launcher(HUGE, bf16, config))
     session.release()
     assert result.ok, result.summary()

@@ -10,7 +10,7 @@ from typing import Any
 from variants.dtypes import DType
 from variants.family import Config
 from variants.op import Op, Operand
-from variants.repkv_forward import naive, replicate, vec
+from variants.repkv_forward import flat, naive, replicate, vec
 from variants.repkv_forward.layout import inp_token_elements, out_token_elements
 from variants.shape import Shape
 
@@ -33,7 +33,7 @@ OP = Op(
     doc="replicate the K/V heads nrep times: inp (B, T, NH + 2*NH_KV, HD) -> out (B, T, 3, NH, HD)",
     output=Operand("out", "(B, T, 3, NH, HD)", token_elements=out_token_elements),
     inputs=(Operand("inp", "(B, T, NH + 2*NH_KV, HD)", token_elements=inp_token_elements),),
-    families={module.FAMILY.name: module.FAMILY for module in (naive, vec, replicate)},
+    families={module.FAMILY.name: module.FAMILY for module in (naive, vec, replicate, flat)},
     baseline=Config.of("naive", **naive.BASELINE_PARAMS),
     reference=_reference,
     tolerance=_tolerance,

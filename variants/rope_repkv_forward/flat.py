@@ -1,0 +1,23 @@
+"""flat: replicate with the head layout compiled in and 1, 2 or 4 words of inp a thread: each
+q/k word rotated once, then stored to its replicas; no runtime division but the position's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from variants.dtypes import DType
+from variants.layout_family import LayoutFamily
+from variants.rope_repkv_forward.rope import RopeFamily, rope_vector_reject
+from variants.shape import Shape
+
+
+class Flat(RopeFamily, LayoutFamily):
+    doc = "WORDS words of inp a thread, the head layout compiled in: one load and rotation, nrep stores"
+    kernel_prefix = "rope_repkv_forward"
+    template_dir = Path(__file__).resolve().parent
+
+    def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
+        return rope_vector_reject(shape, dtype, vec_bytes)
+
+
+FAMILY = Flat()
