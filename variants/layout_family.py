@@ -61,7 +61,8 @@ class LayoutFamily(Family):
         if shape.tokens > INT32_MAX:  # a token's position t = token % T is taken in int
             return f"{shape.tokens} tokens are past flat's 32-bit token index"
         if self.launch(shape, dtype, p, 0).grid > MAX_GRID:
-            return f"{shape.tokens} tokens in blocks of {p['block'] * p['words']} words need over 2^31-1 blocks"
+            words = p["block"] * p["words"]
+            return f"{shape.tokens} tokens in blocks of {words} words need over 2^31-1 blocks"
         return None
 
     def template_args(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> list[str]:

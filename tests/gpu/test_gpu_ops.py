@@ -1,6 +1,6 @@
 """GPU conformance of the ops beyond repkv backward (repkv_forward and the fused RoPE pair):
-every family x dtype x a sample of its configurations (every block size, vector width and
-words a thread)
+every family x dtype x a sample of its configurations (every block size, vector width, words
+a thread and replica group)
 on shapes that reach every code path, each launch validated element by element against the
 op's float64 reference (fresh random input, llm.c's freqs_cis, output poisoned with NaN)."""
 
@@ -32,13 +32,13 @@ HUGE = Shape(2, 65536, 64, 8, 128)
 
 
 def sample(op: Op, shape: Shape, dtype: DType) -> list[Config]:
-    """For every family: one random valid configuration per block size, one per vector width
-    and one per count of words a thread, plus the baseline."""
+    """For every family: one random valid configuration per block size, vector width, count
+    of words a thread and replica group, plus the baseline."""
     rng = random.Random(f"{op.name}-{shape}-{dtype.name}")
     picked: list[Config] = []
     for family in op.families.values():
         valid = family.valid_configs(shape, dtype)
-        for axis in ("block", "vec_bytes", "words"):
+        for axis in ("block", "vec_bytes", "words", "group"):
             for value in sorted({c.values[axis] for c in valid if axis in c.values}):
                 choice = rng.choice([c for c in valid if c.values[axis] == value])
                 if choice not in picked:

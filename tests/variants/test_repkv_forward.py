@@ -81,7 +81,7 @@ def test_the_reference_is_llmc_index_math(shape: Shape) -> None:
 
 
 def test_the_op_describes_llmc_repkv_forward() -> None:
-    assert list(OP.families) == ["naive", "vec", "replicate"]
+    assert list(OP.families) == ["naive", "vec", "replicate", "flat"]
     assert OP.baseline == Config.of("naive", block=128)
     assert OP.kernel_arguments == "(T* out, const T* inp, int B, int T, int NH, int NH_KV, int HD)"
     assert all(f.kernel == f"repkv_forward_{f.name}" for f in OP.families.values())
@@ -186,9 +186,11 @@ def test_launch_and_grid_terms_agree_and_cover_every_thread() -> None:
                     terms = family.grid_terms(shape, dtype, p)
                     assert grid_size(terms, shape.tokens) == launch.grid, (shape, config)
                     assert launch.block == p["block"] and 0 < launch.grid <= MAX_GRID
-                    # one thread per element (naive), per out word (vec), per inp word (replicate)
-                    elements = out_numel(shape) if family.name != "replicate" else shape.dinp_numel
-                    threads = elements * dtype.itemsize // p.get("vec_bytes", dtype.itemsize)
+                    # one thread per element (naive), per out word (vec), per inp word (replicate),
+                    # per `words` inp words (flat)
+                    elements = out_numel(shape) if family.name in ("naive", "vec") else shape.dinp_numel
+                    words = elements * dtype.itemsize // p.get("vec_bytes", dtype.itemsize)
+                    threads = ceil_div(words, p.get("words", 1))
                     assert launch.grid == ceil_div(threads, launch.block)
                     checked += 1
     assert checked > 3000
@@ -196,10 +198,12 @@ def test_launch_and_grid_terms_agree_and_cover_every_thread() -> None:
 
 def all_expressions(shapes=CHECK_SHAPES) -> dict[str, list[str]]:
     """Every valid configuration's name expression, per family, over shapes x dtypes."""
-    found: dict[str, list[str]] = {name: [] for name in OP.families}
+    found: dict[str, list[str]] = {name: [] for name in OP.families if name != "flat"}
     for shape in shapes:
         for dtype in DTYPES.values():
             for family in OP.families.values():
+                if family.name == "flat":  # the head layout compiled in: test_layout_family
+                    continue
                 found[family.name] += [
                     family.name_expression(shape, dtype, c) for c in family.valid_configs(shape, dtype)
                 ]

@@ -3,18 +3,18 @@
 // 2*NH_KV heads a token, NREP replicas). Dinp word `at` is word d = at % HDV of head h = (at /
 // HDV) % HEADS of token at / (HDV*HEADS): divisions by constants. Query heads take their word;
 // K/V head NH + j sums dout heads NH + j*NREP + r, r < NREP (common.cuh) in float, in groups of
-// at most 8/WORDS replicas (a group's loads, of every word of the thread, before its adds). q and the
+// GROUP replicas (GROUP <= NREP; a group's loads, of every word of the thread, before its adds). q and the
 // summed k (h < NH + NH_KV) are rotated back once at position t = token % T_ (one 32-bit
 // division), then each word is rounded once. The NH, NH_KV and HD arguments are not read.
-template <typename T, int VEC_BYTES, int HDV, int HEADS, int NREP, int BLOCK, int WORDS, int LOAD, int STORE, typename I>
-__global__ void __launch_bounds__(BLOCK) repkv_rope_backward_flat(T* dinp, const T* dout, const T* freqs_cis, int B,
+template <typename T, int VEC_BYTES, int HDV, int HEADS, int NREP, int BLOCK, int WORDS, int GROUP, int LOAD, int STORE,
+          typename I>
+__global__ void __launch_bounds__(BLOCK, 1) repkv_rope_backward_flat(T* dinp, const T* dout, const T* freqs_cis, int B,
                                                                   int T_, int NH_arg, int NH_KV_arg, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
     constexpr int NH_KV = HEADS / (NREP + 2);
     constexpr int NH = NH_KV * NREP;
     constexpr int ROW = HEADS * HDV;  // dinp words per token
-    constexpr int GROUP = NREP < 8 / WORDS ? NREP : 8 / WORDS;  // at most 8 words in flight
     const W* src = reinterpret_cast<const W*>(dout);
     const I n = I(B) * T_ * ROW;
     const I first = I(blockIdx.x) * (BLOCK * WORDS) + threadIdx.x;

@@ -3,7 +3,9 @@ q/k word rotated once, then stored to its replicas; no runtime division but the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from variants.dtypes import DType
 from variants.layout_family import LayoutFamily
@@ -15,6 +17,15 @@ class Flat(RopeFamily, LayoutFamily):
     doc = "WORDS words of inp a thread, the head layout compiled in: one load and rotation, nrep stores"
     kernel_prefix = "rope_repkv_forward"
     template_dir = Path(__file__).resolve().parent
+
+    def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
+        reason = super().reject(shape, dtype, p)
+        if reason is None and p["words"] == 4 and self.template_args(shape, dtype, p)[-1] != "int":
+            return "4 words a thread with 64-bit indices spill (sm_90, sm_80)"
+        return reason
+
+    def token_heads(self, shape: Shape) -> int:
+        return shape.heads_in
 
     def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
         return rope_vector_reject(shape, dtype, vec_bytes)
