@@ -12,7 +12,7 @@ import pytest
 
 from tuner.cli.check import CHECK_SHAPES, main_check
 from variants import DTYPES, FAMILIES, Config, Shape
-from variants.compile_cache import ReportCache
+from variants.compile_cache import SHIPPED_REPORTS, ReportCache
 from variants.family import Family, Launch
 
 nvrtc = pytest.importorskip("variants.nvrtc")
@@ -38,10 +38,8 @@ def space_work(family_name: str, shapes: list[Shape]) -> list[tuple[Family, str]
     ]
 
 
-# Every kernel's report for sm_90 and sm_80, as `python -m tuner check --arch sm_90,sm_80
-# --save-reports tests/variants/data/nvrtc-reports.parquet` wrote them: compiling the whole
-# space from nothing takes 2 x 17k kernels at ~45 ms of CPU each, over 12 minutes on two cores.
-SHIPPED_REPORTS = Path(__file__).parent / "data" / "nvrtc-reports.parquet"
+# Compiling the whole space from nothing takes 2 x 29k kernels at ~45 ms of CPU each, over 20
+# minutes on two cores: the shipped reports (variants/data) seed the test's cache.
 SPOT_CHECKS = 24  # kernels an arch compiled afresh, drawn anew each run
 
 
@@ -280,3 +278,21 @@ def test_ptxas_log_parsing() -> None:
     assert nvrtc.parse_ptxas_log(log) == {
         "_Z3fooPf": {"registers": 40, "stack": 8, "spill_store": 4, "spill_load": 4}
     }
+
+
+def test_check_seeds_an_empty_cache_with_the_shipped_reports_once(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`python -m tuner check` on a fresh machine: the reports shipped in the package fill the
+    user's cache, so with the toolchain they were made with nothing compiles again."""
+    monkeypatch.setenv("REPKV_NVRTC_CACHE", str(tmp_path / "reports.sqlite3"))
+    args = argparse.Namespace(arch=["sm_90"], shape=None, dtype=None, family=["vec"], op=["repkv_forward"])
+    assert main_check(args) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"the report cache took the \d+ reports shipped with the package", out)
+    kernels = int(re.search(r"sm_90: (\d+) kernels in", out).group(1))
+    if f"({kernels} from the report cache)" not in out:
+        pytest.skip(f"the shipped reports were made with another NVRTC than {nvrtc.nvrtc_version()}")
+    assert main_check(args) == 0  # the second time, nothing to import
+    assert "shipped with the package" not in capsys.readouterr().out
+    assert ReportCache(tmp_path / "reports.sqlite3").seed() == 0

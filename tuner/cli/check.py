@@ -94,6 +94,13 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
         f"({rejected} rejected by constraints), {kernels} distinct kernels"
     )
     options = {"cache": False} if getattr(args, "no_cache", False) else {}
+    if options.get("cache", True):
+        from variants.compile_cache import default_cache
+
+        cache = default_cache()
+        seeded = cache.seed() if cache is not None else 0
+        if seeded:
+            print(f"the report cache took the {seeded} reports shipped with the package (toolchain-keyed)")
     failed = spilled = 0
     for arch in archs:
         start = time.perf_counter()
@@ -135,7 +142,7 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
 
 def save_reports(pairs: list[tuple[Family, str]], arch: str, path: Path) -> int:
     """Append the report cache's reports of these kernels for `arch` to `path` (parquet): the
-    file `tests/variants/data/nvrtc-reports.parquet` ships (see the whole-space test)."""
+    file `variants/data/nvrtc-reports.parquet` ships (variants.compile_cache.SHIPPED_REPORTS)."""
     from variants.compile_cache import ReportCache, default_cache
     from variants.nvrtc import report_keys
 
