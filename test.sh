@@ -21,8 +21,8 @@ fi
 # The PyTorch operators' CPU tests and the Triton peer (interpreter mode) need torch and
 # triton: the CPU build of torch (2.13.0 is the one this CI's machines carry), any triton.
 torch=("torch==2.13.0" "triton>=3.0")
-# The CUDA toolchain the shipped NVRTC reports were made with (tests/variants/data): another
-# one is still checked, by compiling every kernel afresh (over 12 minutes on two cores).
+# The CUDA toolchain the shipped NVRTC reports were made with (variants/data): another
+# one is still checked, by compiling every kernel afresh (over 20 minutes on two cores).
 toolchain=(nvidia-cuda-nvrtc==13.5.37 nvidia-cuda-runtime==13.5.37 nvidia-cuda-crt==13.5.37
     nvidia-cuda-nvcc==13.5.37 nvidia-nvvm==13.5.37 nvidia-cuda-cccl==13.3.5.0.6)
 stamp=.venv/.test-sh-installed
