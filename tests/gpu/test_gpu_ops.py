@@ -1,6 +1,6 @@
 """GPU conformance of the ops beyond repkv backward (repkv_forward and the fused RoPE pair):
 every family x dtype x a sample of its configurations (every block size, vector width, words
-a thread and replica group)
+a thread, replica group and items a thread)
 on shapes that reach every code path, each launch validated element by element against the
 op's float64 reference (fresh random input, llm.c's freqs_cis, output poisoned with NaN)."""
 
@@ -33,12 +33,12 @@ HUGE = Shape(2, 65536, 64, 8, 128)
 
 def sample(op: Op, shape: Shape, dtype: DType) -> list[Config]:
     """For every family: one random valid configuration per block size, vector width, count
-    of words a thread and replica group, plus the baseline."""
+    of words a thread, replica group and items a thread, plus the baseline."""
     rng = random.Random(f"{op.name}-{shape}-{dtype.name}")
     picked: list[Config] = []
     for family in op.families.values():
         valid = family.valid_configs(shape, dtype)
-        for axis in ("block", "vec_bytes", "words", "group"):
+        for axis in ("block", "vec_bytes", "words", "group", "items"):
             for value in sorted({c.values[axis] for c in valid if axis in c.values}):
                 choice = rng.choice([c for c in valid if c.values[axis] == value])
                 if choice not in picked:
@@ -86,12 +86,15 @@ def test_configuration_is_correct(sessions, op: Op, shape: Shape, dtype: DType, 
 HUGE_CONFIGS = (
     Config.of("vec", block=256, vec_bytes=16, load="ldcs", store="stcs"),
     Config.of("flat", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
+    Config.of("split", block=256, vec_bytes=16, items=4, load="ldcs", store="stcs"),
 )
 
 
 @pytest.mark.parametrize("config", HUGE_CONFIGS, ids=lambda c: c.family)
 @pytest.mark.parametrize("op", NEW_OPS, ids=lambda op: op.name)
 def test_more_than_2_31_elements_in_bf16(sessions, op: Op, config: Config) -> None:
+    if config.family not in op.families:
+        pytest.skip(f"{op.name} has no {config.family}")
     bf16 = DTYPES["bf16"]
     session = sessions[op.name]
     assert "long long" in op.families[config.family].name_expression(HUGE, bf16, config)

@@ -45,12 +45,15 @@ def served(install: Install) -> Iterator[str]:
 
 def test_no_benchmark_output_ships_in_the_wheel(built_wheel: Path) -> None:
     """The runs behind docs/ (logs, tables, parquet) stay in docs/runs, out of the package: the
-    only data the wheel carries is the bundled store's parquet under results/data."""
+    only data the wheel carries is the bundled store's parquet under results/data and the NVRTC
+    reports `check` seeds its cache with (compile results, no timing)."""
     names = zipfile.ZipFile(built_wheel).namelist()
     files = [n for n in names if ".dist-info/" not in n]
     assert not [n for n in files if n.endswith((".log", ".txt", ".md", ".json"))]
     assert not [n for n in names if n.startswith(("results/benchmarks/", "docs/", "scripts/"))]
-    assert all(n.startswith("results/data/") for n in files if n.endswith(".parquet"))
+    reports = "variants/data/nvrtc-reports.parquet"
+    assert reports in files
+    assert all(n.startswith("results/data/") or n == reports for n in files if n.endswith(".parquet"))
 
 
 def test_the_wheel_holds_every_package_and_the_data_they_read(install: Install) -> None:

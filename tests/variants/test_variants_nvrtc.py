@@ -167,6 +167,7 @@ def test_check_reads_the_report_cache_unless_told_not_to(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("REPKV_NVRTC_CACHE", str(tmp_path / "reports.sqlite3"))
+    monkeypatch.setattr(ReportCache, "seed", lambda self, path=SHIPPED_REPORTS: 0)  # an unseeded cache
     shape = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
 
     def check(**flags) -> str:
