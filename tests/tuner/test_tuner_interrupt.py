@@ -211,12 +211,18 @@ def test_a_ctrl_c_at_any_moment_exits_130_with_one_line_within_a_second(
     first = 1.5 * _python_start()
     moments = [first + step for step in (0.0, 0.1, 0.25, 0.5, 0.8, 1.2, 1.8, 2.6, 3.5)]
     for moment in moments:
-        proc = _tuner(recording, tmp_path / f"out-{moment}", trials=4, delay=0.2)
-        time.sleep(moment)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
+        for attempt in range(10):
+            proc = _tuner(recording, tmp_path / f"out-{moment}-{attempt}", trials=4, delay=0.2)
+            time.sleep(moment)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=60)
+            took = time.monotonic() - sent
+            # a machine busier than when _python_start measured it: the Ctrl-C came while the
+            # interpreter was still starting, before any line of the tuner; try a little later
+            if "Fatal Python error: init_import_site" not in stderr:
+                break
+            moment += 0.05
         assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, (moment, stderr[-3000:])
         if proc.returncode == 0:  # it had finished
             continue

@@ -1,4 +1,4 @@
-"""flat: repkv_backward's flat with the rotation: 1, 2 or 4 words of dinp a thread, the head
+"""flat: repkv_backward's flat with the rotation: 1 or 2 words of dinp a thread, the head
 layout compiled in, the replicas summed in float, q and the summed k rotated back once."""
 
 from __future__ import annotations
