@@ -155,8 +155,8 @@ def build_harness(header_text: str, directory: Path, prelude: str = "") -> Path:
     assert nvcc is not None
     lib = Path(nvcc).parent.parent / "lib"
     # the harness only plans here (--plan, no GPU): every kernel is compiled, unoptimized
-    build = [nvcc, "-O1", "-Xcicc=-O0", "-Xptxas=-O0", "-std=c++17", "-arch=sm_90", f"-I{directory}", str(source)]
-    build += ["-o", str(binary)]
+    build = [nvcc, "-O1", "-Xcicc=-O0", "-Xptxas=-O0", "-std=c++17", "-arch=sm_90", f"-I{directory}"]
+    build += [str(source), "-o", str(binary)]
     subprocess.run([*build, f"-L{lib}"], check=True, capture_output=True, timeout=600)
     return binary
 
