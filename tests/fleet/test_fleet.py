@@ -191,7 +191,7 @@ def test_killed_workers_lose_nothing_and_a_late_one_joins(
     out = tmp_path / "out"
     url = storage_for(tmp_path)
     study = f"kill-{uuid.uuid4().hex[:8]}"
-    trials = 24
+    trials = 36  # enough that a victim slow to start (a busy machine) still finds trials to claim
     args = _tuner(recording, out, url, study, trials=trials, delay=0.4)
     started = time.monotonic()
     suicidal = _start(
