@@ -32,8 +32,10 @@ present="import importlib.util as u, sys; sys.exit(None in map(u.find_spec, ('xd
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ] || ! .venv/bin/python -c "$present"; then
     rm -f "$stamp"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[dev]"
-    .venv/bin/python -m pip install -q "${torch[@]}" "${toolchain[@]}"
+    # --no-compile: byte-compiling every installed module (torch, scipy, ...) took over half of
+    # the install; Python compiles what the tests import as they import it
+    .venv/bin/python -m pip install -q --no-compile -e ".[dev]"
+    .venv/bin/python -m pip install -q --no-compile "${torch[@]}" "${toolchain[@]}"
     echo "$wanted" >"$stamp"
 fi
 # loadgroup: tests that share an expensive fixture (xdist_group, see tests/conftest.py) run in one worker.

@@ -4,6 +4,8 @@ dtype, with its speed-up over llm.c's baseline measured in the same study."""
 from __future__ import annotations
 
 import json
+from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -80,21 +82,30 @@ def run_factors(rows: pd.DataFrame) -> pd.Series:
     compared as their runs saw the same work wherever the runs overlap. A device copy is not
     used as the link: one copy timing is as noisy as the drift it would remove."""
     factors = pd.Series(1.0, index=rows.index)
+    if rows.empty:
+        return factors
     keyed = with_op(rows)
-    keys = [keyed[c] for c in GROUP_COLUMNS]
-    for _, group in rows.groupby(keys, sort=False, dropna=False):
-        if group["run_id"].nunique() < 2:
-            continue
-        scale = _link_runs(group)
-        factors[group.index] = group["run_id"].map(scale).fillna(1.0).to_numpy(dtype=float)
-    return factors
+    group = keyed.groupby([keyed[c] for c in GROUP_COLUMNS], sort=False, dropna=False).ngroup()
+    runs = pd.DataFrame(
+        {"group": group, **{c: rows[c] for c in ("run_id", "config_key", "time_ms", "timestamp")}}
+    )
+    per_group = runs.groupby("group")["run_id"].nunique()
+    runs = runs[runs["group"].isin(per_group.index[per_group >= 2])]
+    # group -> run -> configuration -> its fastest time in that run; group -> run -> latest row
+    times: dict[int, dict[str, dict[str, float]]] = defaultdict(dict)
+    for (g, run, key), time_ms in runs.groupby(["group", "run_id", "config_key"])["time_ms"].min().items():
+        times[g].setdefault(run, {})[key] = float(time_ms)
+    newest: dict[int, dict[str, Any]] = defaultdict(dict)
+    for (g, run), stamp in runs.groupby(["group", "run_id"])["timestamp"].max().items():
+        newest[g][run] = stamp
+    scales = {g: _link_runs(by_run, newest[g]) for g, by_run in times.items()}
+    mapped = [scales.get(g, {}).get(run, 1.0) for g, run in zip(group, rows["run_id"], strict=True)]
+    return pd.Series(mapped, index=rows.index, dtype=float)
 
 
-def _link_runs(group: pd.DataFrame) -> dict[str, float]:
-    """run_id -> factor for one group's rows (see `run_factors`)."""
-    best = group.groupby(["run_id", "config_key"])["time_ms"].min()
-    by_run = {run: times.droplevel(0) for run, times in best.groupby(level=0)}
-    newest = group.groupby("run_id")["timestamp"].max()
+def _link_runs(by_run: dict[str, dict[str, float]], newest: dict[str, Any]) -> dict[str, float]:
+    """run_id -> factor for one group (see `run_factors`), from each run's fastest time per
+    configuration and its latest timestamp."""
 
     def size_then_recency(run: str) -> tuple:
         stamp = newest.get(run)
@@ -105,10 +116,12 @@ def _link_runs(group: pd.DataFrame) -> dict[str, float]:
     while pending:
         links = []  # (configurations shared, run, factor)
         for run in sorted(pending):
+            times = by_run[run]
             for known, factor in scale.items():
-                common = by_run[run].index.intersection(by_run[known].index)
-                if len(common):
-                    ratio = float(np.median(by_run[known][common] / by_run[run][common]))
+                reference = by_run[known]
+                common = times.keys() & reference.keys()
+                if common:
+                    ratio = float(np.median([reference[k] / times[k] for k in common]))
                     links.append((len(common), run, ratio * factor))
         if not links:
             break

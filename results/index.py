@@ -301,6 +301,7 @@ def build_index(
     for optional in ("empty_launch_ms", "hold_us", "copy_method"):
         if optional not in fastest:
             fastest = fastest.assign(**{optional: np.nan})
+    parsed_rows: dict[tuple[Any, Any], tuple[Family, Config, dict[str, Any]] | None] = {}
     for row in fastest[columns].itertuples(index=False, name=None):
         (
             gpu,
@@ -327,11 +328,14 @@ def build_index(
             hold,
             copy_method,
         ) = row
-        parsed = parse_config(family_name, params_json, op)
+        if (family_name, params_json) not in parsed_rows:  # the same configuration, many shapes
+            parsed_rows[family_name, params_json] = parse_config(family_name, params_json, op)
+        parsed = parsed_rows[family_name, params_json]
         if parsed is None:
             unusable += 1
             continue
         family, config, params = parsed
+        params = dict(params)  # each candidate its own
         per_group[(gpu, op, b, t, nh, nh_kv, hd, dtype_name)].append(
             Candidate(
                 family=family,

@@ -2,8 +2,8 @@
 environment away from the checkout (first without extras, as a service host would, then with
 the `tuner` extra), and run from a directory outside the checkout.
 
-It installs the dependencies from the package index (pip's cache makes a second run fast),
-so it takes a minute or two.
+It installs the dependencies from the package index (with uv where the dev extra installed it:
+seconds once its cache holds them).
 """
 
 from __future__ import annotations

@@ -22,6 +22,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _uv() -> str | None:
+    try:
+        import uv
+    except ImportError:
+        return None
+    return uv.find_uv_bin()
+
+
+UV = _uv()
+
+
 @dataclass
 class Install:
     wheel: Path
@@ -48,9 +59,15 @@ class Install:
         return out.stdout.strip()
 
     def pip_install(self, requirement: str) -> None:
-        # --no-compile: byte-compiling every installed module (pandas, scipy, ...) took 60% of
-        # an install; Python compiles what a command imports when it imports it
-        out = self.run(self.python, "-m", "pip", "install", "-q", "--no-compile", requirement, timeout=1200)
+        """Install requirement (the wheel, with or without extras) and what it depends on from
+        the package index, as `pip install` does: with uv's pip interface where the dev extra
+        put it beside the tests (about ten times faster, its downloads in parallel and cached),
+        with pip otherwise. Neither byte-compiles: Python compiles what a command imports."""
+        if UV is not None:
+            argv = [UV, "pip", "install", "-q", "--python", self.python, requirement]
+        else:
+            argv = [self.python, "-m", "pip", "install", "-q", "--no-compile", requirement]
+        out = self.run(*argv, timeout=1200)
         assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -93,7 +110,10 @@ def fresh_install(root: Path, wheel: Path) -> Install:
     """A fresh virtual environment under `root` (nothing installed yet), an empty working
     directory and an environment without the caller's Python or repkv settings, whose user data
     directory is under `root` too."""
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, timeout=300)
+    venv = [sys.executable, "-m", "venv", "--without-pip", str(root / "venv")]
+    subprocess.run(venv, check=True, timeout=300)
+    if UV is None:  # pip installs into the environment: it needs its own pip
+        subprocess.run([root / "venv" / "bin" / "python", "-m", "ensurepip", "-q"], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "REPKV_", "VIRTUAL_ENV"))}
     env["XDG_DATA_HOME"] = str(root / "data")  # the user data directory, not the real one
     env["PATH"] = f"{root / 'venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"  # `python` is the venv's

@@ -73,11 +73,12 @@ BUNDLED_PAGES = {
 }
 
 
-@pytest.fixture
-def store_dir(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The service tests' synthetic rows; the h200 rows report the device name of an H200, so
-    that the bandwidth page draws a known peak."""
-    directory = tmp_path / "results"
+    that the bandwidth page draws a known peak. No test here writes: one store and one server
+    (`live_server`) serve the module."""
+    directory = tmp_path_factory.mktemp("browser") / "results"
     write_table(h100_rows(), directory, "synthetic-h100")
     forward = [
         trial("h100", S1, "bf16", "naive", {"block": 128}, 0.30, op="repkv_forward", number=0),
@@ -113,6 +114,13 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         Path(target).mkdir(parents=True, exist_ok=True)
         for png in directory.glob("*.png"):
             shutil.copy2(png, Path(target) / png.name)
+
+
+@pytest.fixture(scope="module")
+def live_server(store_dir: Path) -> Iterator[str]:
+    """The service serving the synthetic store, once for the module."""
+    with running_service(store_dir) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
