@@ -2,7 +2,7 @@
 with `heads_in` heads a token (inp for the forward ops, dinp for the backward), WORDS words a
 thread BLOCK apart, and the head layout (HDV words a head, HEADS = NH + 2*NH_KV heads a token,
 NREP replicas) compiled in, so a word's (token, head, offset) costs multiplies, not divisions.
-repkv_backward's own `flat` (variants/flat.py) came first and keeps its space."""
+repkv_backward's own `flat` (variants/flat.py) is one too, over its own space."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ class LayoutFamily(Family):
     name = "flat"
     doc = "WORDS words a thread, the head layout compiled in"
     params = LAYOUT_PARAMS
+    int_tokens = True  # the template takes a token's position (t = token % T) in int
 
     def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
         return vector_reject(shape, dtype, vec_bytes)
@@ -58,7 +59,7 @@ class LayoutFamily(Family):
             return f"a token's row of {row} words is past flat's 32-bit indices within a token"
         if p["block"] * p["words"] > 1024:  # measured: 512 threads of 4 words spill
             return f"{p['block']} threads of {p['words']} words: at most 1024 words a block"
-        if shape.tokens > INT32_MAX:  # a token's position t = token % T is taken in int
+        if self.int_tokens and shape.tokens > INT32_MAX:
             return f"{shape.tokens} tokens are past flat's 32-bit token index"
         if self.launch(shape, dtype, p, 0).grid > MAX_GRID:
             words = p["block"] * p["words"]

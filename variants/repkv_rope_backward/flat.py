@@ -10,7 +10,7 @@ from typing import Any
 from variants.dtypes import DType
 from variants.family import Param
 from variants.layout_family import LAYOUT_PARAMS, LayoutFamily
-from variants.rope_repkv_forward.rope import RopeFamily, rope_vector_reject
+from variants.rope_repkv_forward.rope import RopeFamily
 from variants.shape import Shape
 
 GROUPS = (2, 4, 8)
@@ -43,12 +43,6 @@ class Flat(RopeFamily, LayoutFamily):
         args = super().template_args(shape, dtype, p)
         # GROUP follows WORDS: the replicas actually loaded together, at most nrep
         return [*args[:7], str(min(p["group"], shape.nrep)), *args[7:]]
-
-    def token_heads(self, shape: Shape) -> int:
-        return shape.heads_in
-
-    def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
-        return rope_vector_reject(shape, dtype, vec_bytes)
 
 
 FAMILY = Flat()

@@ -7,16 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from variants.rope_repkv_forward.rope import RopeNaive
-from variants.shape import Shape
 
 
 class Naive(RopeNaive):
     doc = "llm.c's rope_backward + repkv_backward per element: one thread per dinp element, int indices"
     kernel_prefix = "repkv_rope_backward"
     template_dir = Path(__file__).resolve().parent
-
-    def token_heads(self, shape: Shape) -> int:
-        return shape.heads_in
 
 
 FAMILY = Naive()

@@ -19,9 +19,6 @@ class Split(RopeFamily, RepkvSplit):
     kernel_prefix = "repkv_rope_backward"
     template_dir = Path(__file__).resolve().parent
 
-    def token_heads(self, shape: Shape) -> int:
-        return shape.heads_in
-
     def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
         if shape.tokens > INT32_MAX:  # a token's position t = token % T is taken in int
             return f"{shape.tokens} tokens are past split's 32-bit token index"

@@ -6,16 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from variants.rope_repkv_forward.rope import RopeVec
-from variants.shape import Shape
 
 
 class Vec(RopeVec):
     doc = "one thread per vector word of dinp: sum the replicas in float, rotate q/k once, store"
     kernel_prefix = "repkv_rope_backward"
     template_dir = Path(__file__).resolve().parent
-
-    def token_heads(self, shape: Shape) -> int:
-        return shape.heads_in
 
 
 FAMILY = Vec()

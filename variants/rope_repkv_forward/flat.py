@@ -9,7 +9,7 @@ from typing import Any
 
 from variants.dtypes import DType
 from variants.layout_family import LayoutFamily
-from variants.rope_repkv_forward.rope import RopeFamily, rope_vector_reject
+from variants.rope_repkv_forward.rope import RopeFamily
 from variants.shape import Shape
 
 
@@ -23,12 +23,6 @@ class Flat(RopeFamily, LayoutFamily):
         if reason is None and p["words"] == 4 and self.template_args(shape, dtype, p)[-1] != "int":
             return "4 words a thread with 64-bit indices spill (sm_90, sm_80)"
         return reason
-
-    def token_heads(self, shape: Shape) -> int:
-        return shape.heads_in
-
-    def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
-        return rope_vector_reject(shape, dtype, vec_bytes)
 
 
 FAMILY = Flat()

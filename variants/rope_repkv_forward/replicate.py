@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from variants.rope_repkv_forward.rope import RopeVec
-from variants.shape import Shape
 
 
 class Replicate(RopeVec):
@@ -14,9 +13,6 @@ class Replicate(RopeVec):
     doc = "one thread per vector word of inp: one load, one rotation, nrep stores for K/V"
     kernel_prefix = "rope_repkv_forward"
     template_dir = Path(__file__).resolve().parent
-
-    def token_heads(self, shape: Shape) -> int:
-        return shape.heads_in
 
 
 FAMILY = Replicate()

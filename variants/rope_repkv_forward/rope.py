@@ -96,7 +96,9 @@ def qkv_numel(shape: Shape) -> int:
 
 class RopeFamily(Family):
     """A family of a fused RoPE op: its template is compiled after common.cuh and rope.cuh.
-    Its threads run over `token_heads(shape)` heads of HD elements per token."""
+    Its threads run over `token_heads(shape)` heads of HD elements per token: the packed qkv's
+    NH + 2*NH_KV (or its gradient's), unless a family runs over the replicated output. A word
+    holds whole RoPE pairs (`vector_rule`, for the families that take one)."""
 
     @cached_property
     def source(self) -> str:
@@ -104,7 +106,10 @@ class RopeFamily(Family):
         return "\n".join(part.read_text() for part in parts)
 
     def token_heads(self, shape: Shape) -> int:
-        raise NotImplementedError
+        return shape.heads_in
+
+    def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
+        return rope_vector_reject(shape, dtype, vec_bytes)
 
 
 class RopeNaive(RopeFamily):
@@ -157,6 +162,3 @@ class RopeVec(RopeFamily, WordFamily):
 
     def largest_numel(self, shape: Shape) -> int:
         return qkv_numel(shape)
-
-    def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
-        return rope_vector_reject(shape, dtype, vec_bytes)
