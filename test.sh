@@ -33,10 +33,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ] || ! .venv/bin/python -c "$pre
     rm -f "$stamp"
     .venv/bin/python -m pip install -q --upgrade pip
     # --no-compile: byte-compiling every installed module (torch, scipy, ...) took over half of
-    # the install; Python compiles what the tests import as they import it
+    # the install; Python compiles what the tests import as they import it, once (see below)
     .venv/bin/python -m pip install -q --no-compile -e ".[dev]"
     .venv/bin/python -m pip install -q --no-compile "${torch[@]}" "${toolchain[@]}"
     echo "$wanted" >"$stamp"
 fi
+# The tests start hundreds of Python processes: each imports from bytecode cached by the first,
+# even where the environment asks Python not to write it.
+unset PYTHONDONTWRITEBYTECODE
 # loadgroup: tests that share an expensive fixture (xdist_group, see tests/conftest.py) run in one worker.
 exec .venv/bin/python -m pytest -n auto --dist loadgroup "$@"

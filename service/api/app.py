@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddleware
 
 from service.api import errors
-from service.api.middleware import HeadAsGet
+from service.api.middleware import HeadAsGet, PageCache
 from service.api.routes import best, catalog, dashboards, docs, health, kernels, results
 from service.live_store import ResultsStore
 from service.settings import Settings
@@ -57,6 +57,7 @@ def create_app(settings: Settings | None = None, store: ResultsStore | None = No
     errors.install(app)
     for module in (best, catalog, results, kernels, health, dashboards, docs):
         app.include_router(module.router)
+    app.add_middleware(PageCache)  # inside gzip: kept as drawn, compressed as sent
     app.add_middleware(
         GZipMiddleware,
         minimum_size=GZIP_MINIMUM_SIZE,

@@ -166,25 +166,25 @@ def test_four_workers_measure_the_budget_exactly_once_while_the_service_reads(
     assert len(load_results(out)[0]) == 30
 
 
-def _running_claim(url: str, study: str, pid: int, out: Path) -> tuple[int, str] | None:
+def _running_claim(url: str, study: str, pid: int) -> tuple[int, str] | None:
     """(number, key) of a running trial of worker pid that is measuring its configuration:
-    claimed, not retried, with no row yet, and started 0.1-0.25 s ago. A trial that answers
-    from the study or the store ends within milliseconds, though not always on a busy machine:
-    a retried trial of the worker that killed itself after its row is answered by that row, so
-    neither a retried trial nor a key with a row on disk is taken. A measurement here takes the
-    0.4 s replay delay."""
+    claimed, not answered by another trial, not a retry, and started 0.1-0.25 s ago. A trial
+    that answers from the study or the store, such as a second worker's queued baseline, ends
+    within milliseconds, though not always on a busy machine: the retried trial of the worker
+    that killed itself after writing its row is answered by that row, so no retry is taken. A
+    measurement here takes the 0.4 s replay delay."""
     try:
         snap = Snapshot.read(_study(url, study))
     except KeyError:
         return None
+    now = datetime.now()
     for t in snap.running:
         key = t.user_attrs.get(ATTR_KEY)
         if f":{pid}:" not in str(t.user_attrs.get(WORKER, "")) or key is None or key in snap.done:
             continue
-        if "failed_trial" in t.system_attrs or key in set(load_results(out)[0]["config_key"]):
+        if "failed_trial" in t.system_attrs or t.datetime_start is None:
             continue
-        age = (datetime.now() - t.datetime_start).total_seconds() if t.datetime_start else None
-        if age is not None and 0.1 <= age <= 0.25:
+        if 0.1 <= (now - t.datetime_start).total_seconds() <= 0.25:
             return t.number, key
     return None
 
@@ -207,7 +207,7 @@ def test_killed_workers_lose_nothing_and_a_late_one_joins(
     deadline = time.monotonic() + 90
     killed = None
     while killed is None and time.monotonic() < deadline:
-        killed = _running_claim(url, study, victim.pid, out)
+        killed = _running_claim(url, study, victim.pid)
         if killed is None:
             time.sleep(0.05)
     assert killed is not None, "the victim never claimed a configuration"
