@@ -3,9 +3,10 @@ person would look at them: every chart drawn, no console errors, each reference 
 sitting at its line (as rendered, in pixels), the winner marked in the heat map, every text at
 least 11 px tall as drawn, no two numbers of a heat map on top of each other, and the overview
 naming every winner above the fold. Pages are drawn from the tests' synthetic rows and from the
-bundled H200 results. Screenshots are saved under a pytest temporary directory and, when
-REPKV_SCREENSHOTS=DIR is set, copied there: those of the bundled results are docs/dashboards/'s
-(REPKV_SCREENSHOTS=docs/dashboards pytest -m browser -k bundled)."""
+bundled H200 results. A page that fails a check is saved as a screenshot under a pytest
+temporary directory; with REPKV_SCREENSHOTS=DIR set every page is, and copied there: those of the
+bundled results are docs/dashboards/'s (REPKV_SCREENSHOTS=docs/dashboards pytest -m browser -k
+bundled)."""
 
 from __future__ import annotations
 
@@ -165,6 +166,19 @@ def test_bundled_page_reads_as_it_should(browser, bundled_server: str, shots: Pa
 def check_page(browser, server: str, shots: Path, name: str, spec: tuple[str, int, int], kind: str) -> None:
     path, charts, lines = spec
     page, errors = open_page(browser, server + path, charts)
+    try:
+        check_drawn(page, errors, charts, lines, kind)
+    except BaseException:
+        page.screenshot(path=str(shots / f"{name}.png"), full_page=True)  # what failed, as drawn
+        raise
+    else:
+        if os.environ.get("REPKV_SCREENSHOTS"):
+            page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+    finally:
+        page.close()
+
+
+def check_drawn(page, errors: list[str], charts: int, lines: int, kind: str) -> None:
     plots = page.locator(".js-plotly-plot")
     assert plots.count() == charts
     for i in range(charts):
@@ -197,8 +211,6 @@ def check_page(browser, server: str, shots: Path, name: str, spec: tuple[str, in
         assert served.count() == 1 and "GET /best serves" in served.inner_text()
         assert page.locator(".summary.served a.recipe").count() == 1
     assert errors == []
-    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
-    page.close()
 
 
 def check_winners_named_above_the_fold(page, board) -> None:
