@@ -232,7 +232,7 @@ class Family(abc.ABC):
         return self.reject(shape, dtype, self.validate(config))
 
     def valid_configs(self, shape: Shape, dtype: DType) -> list[Config]:
-        return [c for c in self.space() if self.reject(shape, dtype, c.values) is None]
+        return list(_valid_configs(self, shape, dtype))
 
     def name_expression(self, shape: Shape, dtype: DType, config: Config) -> str:
         """`repkv_<name><args...>`: what the compiler instantiates, and the kernel's identity."""
@@ -264,3 +264,10 @@ def vector_reject(shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
             f"HD={shape.HD} is not divisible by the vector width {width} ({vec_bytes} bytes of {dtype.name})"
         )
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_configs(family: Family, shape: Shape, dtype: DType) -> tuple[Config, ...]:
+    """A family's valid configurations for (shape, dtype), worked out once: the study, the
+    service and the tests ask for the same few again and again."""
+    return tuple(c for c in family.space() if family.reject(shape, dtype, c.values) is None)
