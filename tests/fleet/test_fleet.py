@@ -166,13 +166,19 @@ def test_four_workers_measure_the_budget_exactly_once_while_the_service_reads(
     assert len(load_results(out)[0]) == 30
 
 
+DELAY_S = 0.8  # each measurement of the kill test
+MEASURING_S = 0.5  # a trial younger than this is killed before it ends (0.3 s to spare)
+
+
 def _running_claim(url: str, study: str, pid: int) -> tuple[int, str] | None:
     """(number, key) of a running trial of worker pid that is measuring its configuration:
-    claimed, not answered by another trial, not a retry, and started 0.1-0.25 s ago. A trial
+    claimed, not answered by another trial, not a retry, and started 0.1 to MEASURING_S ago, as
+    of the end of the read (a read of the study can take a few tenths of a second on a busy
+    machine: the window and the delay are wide enough for it to land in one). A trial
     that answers from the study or the store, such as a second worker's queued baseline, ends
     within milliseconds, though not always on a busy machine: the retried trial of the worker
     that killed itself after writing its row is answered by that row, so no retry is taken. A
-    measurement here takes the 0.4 s replay delay."""
+    measurement here takes the DELAY_S replay delay."""
     try:
         snap = Snapshot.read(_study(url, study))
     except KeyError:
@@ -184,7 +190,7 @@ def _running_claim(url: str, study: str, pid: int) -> tuple[int, str] | None:
             continue
         if "failed_trial" in t.system_attrs or t.datetime_start is None:
             continue
-        if 0.1 <= (now - t.datetime_start).total_seconds() <= 0.25:
+        if 0.1 <= (now - t.datetime_start).total_seconds() <= MEASURING_S:
             return t.number, key
     return None
 
@@ -196,7 +202,7 @@ def test_killed_workers_lose_nothing_and_a_late_one_joins(
     url = storage_for(tmp_path)
     study = f"kill-{uuid.uuid4().hex[:8]}"
     trials = 36  # enough that a victim slow to start (a busy machine) still finds trials to claim
-    args = _tuner(recording, out, url, study, trials=trials, delay=0.4)
+    args = _tuner(recording, out, url, study, trials=trials, delay=DELAY_S)
     started = time.monotonic()
     suicidal = _start(
         [*args, "--seed", "11"], script=[str(Path(__file__).with_name("kill_after_row.py")), "2"]
@@ -243,7 +249,8 @@ def test_killed_workers_lose_nothing_and_a_late_one_joins(
     late_rows = int((frame["run_id"] == by_pid.get(str(late.pid), "")).sum())
     retried = sum(1 for t in snap.trials if "failed_trial" in t.system_attrs)
     TIMINGS.append(
-        f"{url.split(':')[0]}: 3+1 workers, --trials {trials}, delay 0.4 s: {len(frame)} rows, 1 per config; "
+        f"{url.split(':')[0]}: 3+1 workers, --trials {trials}, delay {DELAY_S} s: "
+        f"{len(frame)} rows, 1 per config; "
         f"killed mid-trial at {killed_at:.1f} s (trial {number}), {retried} trials retried, "
         f"late worker measured {late_rows}; {len(snap.trials)} Optuna trials, {elapsed:.1f} s"
     )
