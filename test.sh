@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need, then runs pytest on
-# every core and one more (pytest-xdist; -n 0 runs it in one process).
+# every core (pytest-xdist; -n 0 runs it in one process).
 # Debian packages: PostgreSQL (fleet tests), Chromium (dashboard tests) and g++ (header test). Python packages go
 # into ./.venv, installed again only when pyproject.toml or this script changes. Extra arguments go to pytest
 # (e.g. ./test.sh -m gpu on a GPU host).
@@ -41,7 +41,5 @@ fi
 # The tests start hundreds of Python processes: each imports from bytecode cached by the first,
 # even where the environment asks Python not to write it.
 unset PYTHONDONTWRITEBYTECODE
-# One worker more than the cores: many tests wait on the processes they start (workers, servers,
-# a browser), and the extra one keeps the cores busy meanwhile (2 cores: 10.5 minutes, not 11.5).
 # loadgroup: tests that share an expensive fixture (xdist_group, see tests/conftest.py) run in one worker.
-exec .venv/bin/python -m pytest -n "$(($(nproc) + 1))" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n auto --dist loadgroup "$@"
