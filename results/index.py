@@ -301,59 +301,31 @@ def build_index(
     for optional in ("empty_launch_ms", "hold_us", "copy_method"):
         if optional not in fastest:
             fastest = fastest.assign(**{optional: np.nan})
-    parsed_rows: dict[tuple[Any, Any], tuple[Family, Config, dict[str, Any]] | None] = {}
-    for row in fastest[columns].itertuples(index=False, name=None):
-        (
-            gpu,
-            _op,
-            b,
-            t,
-            nh,
-            nh_kv,
-            hd,
-            dtype_name,
-            family_name,
-            params_json,
-            time_ms,
-            p20,
-            p80,
-            gbps,
-            ratio,
-            gpu_name,
-            sm_count,
-            source_hash,
-            timestamp,
-            run_id,
-            empty_launch,
-            hold,
-            copy_method,
-        ) = row
-        if (family_name, params_json) not in parsed_rows:  # the same configuration, many shapes
-            parsed_rows[family_name, params_json] = parse_config(family_name, params_json, op)
-        parsed = parsed_rows[family_name, params_json]
+    parsed_config = functools.cache(functools.partial(parse_config, op=op))  # once per configuration
+    for row in fastest[columns].itertuples(index=False, name="Row"):
+        parsed = parsed_config(row.family, row.params)
         if parsed is None:
             unusable += 1
             continue
         family, config, params = parsed
-        params = dict(params)  # each candidate its own
-        per_group[(gpu, op, b, t, nh, nh_kv, hd, dtype_name)].append(
+        per_group[(row.gpu, op, row.B, row.T, row.NH, row.NH_KV, row.HD, row.dtype)].append(
             Candidate(
                 family=family,
                 config=config,
-                params=params,
-                time_ms=float(time_ms),
-                p20_ms=_finite(p20),
-                p80_ms=_finite(p80),
-                gbps=_finite(gbps),
-                ratio_to_copy=_finite(ratio),
-                gpu_name=_str_or_none(gpu_name),
-                sm_count=_int_or_none(sm_count),
-                source_hash=_str_or_none(source_hash),
-                timestamp=_timestamp(timestamp),
-                run_id=str(run_id),
-                empty_launch_ms=_finite(empty_launch),
-                hold_us=hold_or_zero(hold),
-                copy_method=_str_or_none(copy_method),
+                params=dict(params),  # each candidate its own
+                time_ms=float(row.time_ms),
+                p20_ms=_finite(row.p20_ms),
+                p80_ms=_finite(row.p80_ms),
+                gbps=_finite(row.gbps),
+                ratio_to_copy=_finite(row.ratio_to_copy),
+                gpu_name=_str_or_none(row.gpu_name),
+                sm_count=_int_or_none(row.sm_count),
+                source_hash=_str_or_none(row.source_hash),
+                timestamp=_timestamp(row.timestamp),
+                run_id=str(row.run_id),
+                empty_launch_ms=_finite(row.empty_launch_ms),
+                hold_us=hold_or_zero(row.hold_us),
+                copy_method=_str_or_none(row.copy_method),
             )
         )
 
