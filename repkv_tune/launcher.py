@@ -24,6 +24,7 @@ import variants
 from repkv_tune.race import L2, RACE
 from repkv_tune.race import race as _race
 from variants.compile_cupy import compile_kernel
+from variants.family import ALIGNMENT
 
 if TYPE_CHECKING:
     from variants import Config, Op
@@ -53,16 +54,20 @@ class Launcher:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._launch_kernel = None  # cupy.cuda.driver.launchKernel, bound at the first call
 
     def __call__(self, *pointers: int, stream: int) -> None:
         """Launch on `stream` with `pointers`: the output's, then each input's (op.inputs order)."""
-        from cupy.cuda import driver
+        launch_kernel = self._launch_kernel
+        if launch_kernel is None:  # the import once, not per call (the CPU cost per call counts)
+            from cupy.cuda import driver
 
+            launch_kernel = self._launch_kernel = driver.launchKernel
         slots, params = self._keep[1], self._keep[2]
         with self._lock:  # the argument block is shared; the launch copies it
             for slot, pointer in zip(slots, pointers, strict=True):
                 slot.value = pointer
-            driver.launchKernel(self.function, self.grid, 1, 1, self.block, 1, 1, 0, stream, params, 0)
+            launch_kernel(self.function, self.grid, 1, 1, self.block, 1, 1, 0, stream, params, 0)
 
 
 def compile_launcher(shape, dtype, config, device: int, served: str, op: Op | None = None) -> Launcher:
@@ -181,8 +186,6 @@ def launcher_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, device: in
 def aligned(tensor: torch.Tensor) -> torch.Tensor:
     """tensor, contiguous and starting on a 16-byte boundary (a copy where it is not: a view at
     an odd offset would make a 16-byte load fault)."""
-    from variants.family import ALIGNMENT
-
     if not tensor.is_contiguous():
         tensor = tensor.contiguous()
     return tensor.clone() if tensor.data_ptr() % ALIGNMENT else tensor

@@ -1,6 +1,7 @@
 // The exported header's test bench, built as llm.c's dev/cuda programs are: every shape is
 // validated against a float64 CPU reference, then timed beside a device copy of the same bytes
-// (repkv_backward also beside llm.c's kernel1 at its hard-coded block 128).
+// and beside llm.c's own kernels for the same work at its hard-coded block 128 (repkv kernel1, and
+// for the RoPE ops llm.c's rope kernel after or before it, as train_llama3.cu chains them).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Xcompiler -fopenmp -I<dir of repkv_tuned.cuh> \
 //        header_harness.cu -o harness
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "repkv_tuned.cuh"
+#include "llmc_rope.cuh"  // llm.c's RoPE kernels (also scripts/bench_chain.py's)
 
 #define CUDA_CHECK(call) \
     do { \
@@ -62,6 +64,37 @@ __global__ void llmc_kernel1(floatX* dinp, const floatX* dout, int B, int T, int
         for (int r = 0; r < nrep; r++) sum += (float)dout[idx + r * d];
         dinp[row + (NH + (c - 1) * NH_KV + nh / nrep) * d + d_] = (floatX)sum;
     }
+}
+
+// llm.c's repkv_forward_kernel1 (reimplemented): one thread per out element, int indices, each
+// copying its source element of inp (q head nh, or K/V head nh / nrep).
+template <typename floatX>
+__global__ void llmc_forward_kernel1(floatX* out, const floatX* inp, int B, int T, int NH, int nrep, int d) {
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= B * T * 3 * NH * d) return;
+    const int d_ = idx % d, nh = idx / d % NH, c = idx / d / NH % 3, bt = idx / d / NH / 3;
+    const int NH_KV = NH / nrep, row = bt * (NH + 2 * NH_KV) * d;
+    const int head = c == 0 ? nh : NH + (c - 1) * NH_KV + nh / nrep;
+    out[idx] = __ldcs(&inp[row + head * d + d_]);
+}
+
+// What llm.c runs for the op at block 128 (train_llama3.cu's calls): forward, repkv_forward (a
+// cudaMemcpy where nrep is 1), then for RoPE rope_forward in place; backward, for RoPE
+// rope_backward_inplace on dout, then repkv_backward. Only where every index fits an int.
+template <typename floatX>
+static bool llmc_chain(const Op& op, floatX* y, floatX* x, const floatX* f, const Shape& s) {
+    const long long n_rep = (long long)s.B * s.T * 3 * s.NH * s.HD;
+    if (n_rep > 0x7fffffffLL - 128) return false;
+    const int nrep = s.NH / s.NH_KV, grid = (int)((n_rep + 127) / 128), pairs = (int)((n_rep / 2 + 127) / 128);
+    if (op.forward) {
+        if (nrep == 1) CUDA_CHECK(cudaMemcpy(y, x, n_rep * sizeof(floatX), cudaMemcpyDeviceToDevice));
+        else llmc_forward_kernel1<<<grid, 128>>>(y, x, s.B, s.T, s.NH, nrep, s.HD);
+        if (op.rope) llmc_rope_forward_kernel1<<<pairs, 128>>>(y, y, f, s.B, s.T, s.NH, s.HD);
+    } else {
+        if (op.rope) llmc_rope_backward_inplace_kernel1<<<pairs, 128>>>(x, x, f, s.B, s.T, s.NH, s.HD);
+        llmc_kernel1<<<grid, 128>>>(y, x, s.B, s.T, s.NH, nrep, s.HD);
+    }
+    return true;
 }
 
 template <typename floatX> float to_f(floatX x) { return (float)x; }
@@ -231,12 +264,10 @@ template <typename floatX> static bool run_shape(const Op& op, const Shape& s, c
     CUDA_CHECK(cudaMalloc(&copy_dst, bytes / 2));
 
     const float tuned = time_ms([&] { call(op, d_y, d_x, d_f, s); }, flush, flush_bytes, reps);
+    // llm.c's chain last: its backward rotates dout in place
     float kernel1 = NAN;
-    if (!op.forward && !op.rope && n_rep <= 0x7fffffffULL - 128) {
-        const int grid = (int)((n_rep + 127) / 128);
-        kernel1 = time_ms([&] { llmc_kernel1<<<grid, 128>>>(d_y, d_x, s.B, s.T, s.NH, nrep, s.HD); }, flush,
-                          flush_bytes, reps);
-    }
+    if (llmc_chain(op, d_y, d_x, d_f, s))
+        kernel1 = time_ms([&] { llmc_chain(op, d_y, d_x, d_f, s); }, flush, flush_bytes, reps);
     // A copy of the same bytes: half read, half written.
     const float copy = time_ms(
         [&] { CUDA_CHECK(cudaMemcpyAsync(copy_dst, copy_src, bytes / 2, cudaMemcpyDeviceToDevice)); }, flush,
@@ -283,7 +314,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (!plan_only) {
-        printf("| op | shape | dtype | MB | served by | valid | tuned ms | kernel1@128 ms | vs kernel1 | x copy |\n");
+        printf("| op | shape | dtype | MB | served by | valid | tuned ms | llm.c@128 ms | vs llm.c | x copy |\n");
         printf("|---|---|---|---|---|---|---|---|---|---|\n");
     }
     bool ok = true;

@@ -10,7 +10,7 @@ each rotated replica before the sum, to `llmc_chain_tolerance`), then timed:
 - `copy`: a device copy of the fused op's own bytes (half read, half written), the faster of
   cudaMemcpyAsync and a 16-byte copy kernel: the ceiling;
 - `llm.c chain k1@128`: llm.c's two kernels back to back at its block 128 (repkv kernel1 from
-  variants/, RoPE from bench_chain_parts/llmc_rope.cu, llm.c's llmc/rope.cuh; at nrep 1 llm.c's
+  variants/, RoPE from results/llmc_rope.cuh, llm.c's llmc/rope.cuh; at nrep 1 llm.c's
   repkv_forward is a cudaMemcpy); `llm.c chain best blocks`: each at its fastest block size of
   32..1024 (each kernel timed alone there: the `sweep` rows);
 - `best unfused chain`: the store's repkv_forward / repkv_backward configuration for this GPU

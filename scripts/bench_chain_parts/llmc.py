@@ -11,7 +11,7 @@ from variants import DType, Shape
 from variants.family import COMMON_HEADER, COMPILE_OPTIONS, ceil_div
 from variants.shape import INT32_MAX
 
-ROPE_SOURCE_PATH = Path(__file__).resolve().parent / "llmc_rope.cu"
+ROPE_SOURCE_PATH = Path(__file__).resolve().parents[2] / "results" / "llmc_rope.cuh"
 LLMC_COMMIT = "ae6917f6f260d714de5715872385f7e1e976c4a3"  # karpathy/llm.c, llmc/rope.cuh (llama3)
 LLMC_BLOCK = 128  # llm.c's hard-coded block size (rope_forward, rope_backward_inplace, repkv)
 OPTIONS = COMPILE_OPTIONS
