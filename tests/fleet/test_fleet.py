@@ -3,8 +3,8 @@ server, see conftest.py) and Optuna's journal file. The workers replay a recordi
 delay per trial, as a GPU takes time to measure, so that a kill lands in the middle of one.
 
 For each storage:
-- `--devices 0,1,2,3` (four workers, each its own process) share one study with --trials 30:
-  exactly 30 configurations are measured, each once, every row is on disk, and the service
+- `--devices 0,1,2,3` (four workers, each its own process) share one study with --trials 16:
+  exactly 16 configurations are measured, each once, every row is on disk, and the service
   reads the results directory while the workers write it; run again, it measures nothing.
 - Four workers, three from the start and one late: one SIGKILLs itself right after writing a
   row (before the study hears of it), one is SIGKILLed by the test in the middle of a trial.
@@ -43,6 +43,7 @@ from tuner.study.storage import make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = "B=1,T=256,NH=14,NH_KV=2,HD=64"
+FLEET_TRIALS = 16  # four each: every worker measures, and none alone reaches the budget
 TIMINGS: list[str] = []  # printed at the end of the module (pytest -s, or the -rA summary)
 
 
@@ -116,7 +117,7 @@ def test_four_workers_measure_the_budget_exactly_once_while_the_service_reads(
     out = tmp_path / "out"
     url = storage_for(tmp_path)
     study = f"fleet-{uuid.uuid4().hex[:8]}"
-    args = _tuner(recording, out, url, study, trials=30, delay=0.05)
+    args = _tuner(recording, out, url, study, trials=FLEET_TRIALS, delay=0.05)
     if url.startswith("journal:"):
         args = args[: args.index("--storage")] + args[args.index("--storage") + 2 :]  # the default
     seen: list[int] = []
@@ -147,23 +148,23 @@ def test_four_workers_measure_the_budget_exactly_once_while_the_service_reads(
     assert rc == 0, err[-4000:]
     frame, per_key = _rows_per_key(out)
     assert per_key.max() == 1  # nothing measured twice
-    assert len(frame) == 30  # exactly the budget, across the four workers
+    assert len(frame) == FLEET_TRIALS  # exactly the budget, across the four workers
     assert frame["run_id"].nunique() >= 2 and "fleet: 4 workers" in err
     snap = Snapshot.read(_study(url if "--storage" in args else f"journal:{out / 'optuna.journal'}", study))
     assert set(snap.done) == set(frame["config_key"])  # the study and the store agree
     assert not snap.running
-    assert not errors and seen == sorted(seen) and len(final.json()["rows"]) == 30
+    assert not errors and seen == sorted(seen) and len(final.json()["rows"]) == FLEET_TRIALS
     trials = len(snap.trials)
     TIMINGS.append(
-        f"{url.split(':')[0]}: 4 workers, --trials 30: {len(frame)} rows, {per_key.max()} per config, "
-        f"{trials} Optuna trials, {elapsed:.1f} s; the service answered {len(seen)} polls "
-        f"(rows seen {seen[:1]}..{seen[-1:]})"
+        f"{url.split(':')[0]}: 4 workers, --trials {FLEET_TRIALS}: {len(frame)} rows, "
+        f"{per_key.max()} per config, {trials} Optuna trials, {elapsed:.1f} s; "
+        f"the service answered {len(seen)} polls (rows seen {seen[:1]}..{seen[-1:]})"
     )
     # run again: the study is finished, nothing more is measured
     again = _start([*args, "--seed", "3"])
     rc, err = _finish(again)
     assert rc == 0, err[-3000:]
-    assert len(load_results(out)[0]) == 30
+    assert len(load_results(out)[0]) == FLEET_TRIALS
 
 
 DELAY_S = 0.8  # each measurement of the kill test

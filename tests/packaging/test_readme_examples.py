@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 import subprocess
 from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
-from wheel_install import REPO, Install, fresh_install, serving
+from wheel_install import REPO, Install, serving
 
 README = REPO / "README.md"
 SERVICE = "http://127.0.0.1:8000"
@@ -72,10 +71,8 @@ def test_the_readme_has_examples_to_run_and_each_skip_names_one_of_them() -> Non
 
 
 @pytest.fixture(scope="module")
-def install(tmp_path_factory: pytest.TempPathFactory, built_wheel: Path) -> Install:
-    installed = fresh_install(tmp_path_factory.mktemp("readme"), built_wheel)
-    installed.pip_install(f"{built_wheel}[tuner]")
-    return installed
+def install(tmp_path_factory: pytest.TempPathFactory, tuner_install: Install) -> Install:
+    return tuner_install.elsewhere(tmp_path_factory.mktemp("readme"))
 
 
 @pytest.mark.packaging

@@ -1,6 +1,6 @@
-"""The wheel as a stranger gets it: built from the sources, installed into a fresh virtual
-environment away from the checkout (first without extras, as a service host would, then with
-the `tuner` extra), and run from a directory outside the checkout.
+"""The wheel as a stranger gets it: built from the sources, installed into fresh virtual
+environments away from the checkout (one without extras, as a service host would, and one with
+the `tuner` extra, conftest's `tuner_install`), and run from a directory outside the checkout.
 
 It installs the dependencies from the package index (with uv where the dev extra installed it:
 seconds once its cache holds them).
@@ -123,8 +123,10 @@ def test_without_extras_the_service_serves_the_bundled_results(install: Install,
     assert tune.stderr.count("\n") == 1 and HINT in tune.stderr, tune.stderr
 
 
-def test_with_the_tuner_extra_the_tuner_replays_the_bundled_store(install: Install) -> None:
-    install.pip_install(f"{install.wheel}[tuner]")
+def test_with_the_tuner_extra_the_tuner_replays_the_bundled_store(
+    tmp_path: Path, tuner_install: Install
+) -> None:
+    install = tuner_install.elsewhere(tmp_path)
     for argv in ([install.python, "-m", "tuner", "--help"], [install.script("repkv-tune"), "--help"]):
         out = install.run(*argv)
         assert out.returncode == 0 and "replay-eval" in out.stdout, out.stderr

@@ -1,7 +1,7 @@
 """The wheel as a stranger gets it, for the packaging tests: built from the checkout's sources
 (`build_wheel`, once per session through conftest's `built_wheel`), then installed into a fresh
-virtual environment per test module, away from the checkout, and run from a directory outside
-it."""
+virtual environment away from the checkout (one without extras, one with the `tuner` extra that
+conftest's `tuner_install` shares between the modules), and run from a directory outside it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -57,6 +57,12 @@ class Install:
         out = self.run(self.python, "-c", code)
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
+
+    def elsewhere(self, root: Path) -> Install:
+        """The same environment with an empty working directory and user data directory of
+        its own under `root`: a test in it sees nothing another test wrote."""
+        (root / "work").mkdir(parents=True)
+        return replace(self, work=root / "work", env={**self.env, "XDG_DATA_HOME": str(root / "data")})
 
     def pip_install(self, requirement: str) -> None:
         """Install requirement (the wheel, with or without extras) and what it depends on from

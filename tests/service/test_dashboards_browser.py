@@ -107,6 +107,20 @@ def browser():
 
 
 @pytest.fixture(scope="module")
+def tab(browser):
+    """One tab for every page of the module, and the console errors of the page it shows. A new
+    page in the same tab runs plotly.js from the renderer's compiled code, not parsed afresh:
+    about 0.2 s a page, where a new tab takes 2-3 s on two cores."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page, errors
+    context.close()
+
+
+@pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     directory = tmp_path_factory.mktemp("screenshots")
     yield directory
@@ -133,11 +147,10 @@ def bundled_server() -> Iterator[str]:
         yield url
 
 
-def open_page(browser, url: str, charts: int):
-    page = browser.new_page(viewport=VIEWPORT)
-    errors: list[str] = []
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+def open_page(tab, url: str, charts: int):
+    """Shows url in the tab (its errors so far forgotten) once its charts are drawn."""
+    page, errors = tab
+    errors.clear()
     response = page.goto(url, wait_until="networkidle")
     assert response is not None and response.status == 200
     if charts:
@@ -149,23 +162,23 @@ def open_page(browser, url: str, charts: int):
 
 
 @pytest.mark.parametrize("name", list(PAGES))
-def test_page_reads_as_it_should(browser, live_server: str, shots: Path, name: str) -> None:
-    check_page(browser, live_server, shots, name, PAGES[name], name)
+def test_page_reads_as_it_should(tab, live_server: str, shots: Path, name: str) -> None:
+    check_page(tab, live_server, shots, name, PAGES[name], name)
 
 
 @pytest.mark.parametrize("name", list(FORWARD_PAGES))
-def test_forward_page_reads_as_it_should(browser, live_server: str, shots: Path, name: str) -> None:
-    check_page(browser, live_server, shots, f"forward-{name}", FORWARD_PAGES[name], name)
+def test_forward_page_reads_as_it_should(tab, live_server: str, shots: Path, name: str) -> None:
+    check_page(tab, live_server, shots, f"forward-{name}", FORWARD_PAGES[name], name)
 
 
 @pytest.mark.parametrize("name", list(BUNDLED_PAGES))
-def test_bundled_page_reads_as_it_should(browser, bundled_server: str, shots: Path, name: str) -> None:
-    check_page(browser, bundled_server, shots, name, BUNDLED_PAGES[name], name.split("-")[0])
+def test_bundled_page_reads_as_it_should(tab, bundled_server: str, shots: Path, name: str) -> None:
+    check_page(tab, bundled_server, shots, name, BUNDLED_PAGES[name], name.split("-")[0])
 
 
-def check_page(browser, server: str, shots: Path, name: str, spec: tuple[str, int, int], kind: str) -> None:
+def check_page(tab, server: str, shots: Path, name: str, spec: tuple[str, int, int], kind: str) -> None:
     path, charts, lines = spec
-    page, errors = open_page(browser, server + path, charts)
+    page, errors = open_page(tab, server + path, charts)
     try:
         check_drawn(page, errors, charts, lines, kind)
     except BaseException:
@@ -174,8 +187,6 @@ def check_page(browser, server: str, shots: Path, name: str, spec: tuple[str, in
     else:
         if os.environ.get("REPKV_SCREENSHOTS"):
             page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
-    finally:
-        page.close()
 
 
 def check_drawn(page, errors: list[str], charts: int, lines: int, kind: str) -> None:
@@ -224,8 +235,8 @@ def check_winners_named_above_the_fold(page, board) -> None:
     assert below == [], f"{len(below)} winners are named below the fold, e.g. {below[:3]}"
 
 
-def test_pickers_reload_the_page_with_the_query_changed(browser, live_server: str) -> None:
-    page, errors = open_page(browser, f"{live_server}/dashboards/shape?gpu=h100&{SHAPE}&dtype=bf16", 3)
+def test_pickers_reload_the_page_with_the_query_changed(tab, live_server: str) -> None:
+    page, errors = open_page(tab, f"{live_server}/dashboards/shape?gpu=h100&{SHAPE}&dtype=bf16", 3)
     with page.expect_navigation():
         page.select_option('select[data-picker="dtype"]', label="fp32")
     assert "dtype=fp32" in page.url and "gpu=h100" in page.url and "B=8" in page.url
@@ -236,11 +247,10 @@ def test_pickers_reload_the_page_with_the_query_changed(browser, live_server: st
     assert page.locator("h1").inner_text().endswith("not tuned")  # h200 has no fp32 rows
     assert page.locator(".summary.served .note").inner_text().startswith("How this rule has done")
     assert errors == []
-    page.close()
 
 
-def test_the_op_picker_reloads_the_page_on_that_op(browser, live_server: str) -> None:
-    page, errors = open_page(browser, f"{live_server}/dashboards/shape?gpu=h100&{SHAPE}&dtype=bf16", 3)
+def test_the_op_picker_reloads_the_page_on_that_op(tab, live_server: str) -> None:
+    page, errors = open_page(tab, f"{live_server}/dashboards/shape?gpu=h100&{SHAPE}&dtype=bf16", 3)
     assert page.locator('select[data-picker="op"] option').all_inner_texts()[0] == "repkv_backward"
     with page.expect_navigation():
         page.select_option('select[data-picker="op"]', label="repkv_forward")
@@ -253,7 +263,6 @@ def test_the_op_picker_reloads_the_page_on_that_op(browser, live_server: str) ->
     assert "python -m tuner --op repkv_rope_backward" in page.locator("p.untuned").inner_text()
     assert page.locator(".js-plotly-plot").count() == 0
     assert errors == []
-    page.close()
 
 
 def test_chromium_is_the_system_one() -> None:

@@ -182,14 +182,16 @@ def test_an_interrupted_run_resumes_without_measuring_anything_twice_or_losing_r
 
 
 def test_configs_in_the_results_store_are_answered_not_measured(tmp_path) -> None:
-    first = F.synthetic_runner()
+    few = {n: FAMILIES[n] for n in ("naive", "gather", "vec")}  # 150 configurations, for the grid
     sink = ResultsSink(tmp_path, "h200", "old")
-    StudyLoop(plan(trials=10, study_name="old"), first, None, run_id="old", sink=sink).run()
+    old = plan(trials=10, study_name="old")
+    StudyLoop(old, F.synthetic_runner(), None, run_id="old", sink=sink, families=few).run()
     sink.close()
     stored = load_results(tmp_path)[0]
     # A new study (another name, another seed) proposes some of the same configs.
     runner = F.synthetic_runner()
-    outcomes = run_plans([plan(sampler="grid", study_name="new")], runner, None, run_id="new", stored=stored)
+    new = [plan(sampler="grid", study_name="new")]
+    outcomes = run_plans(new, runner, None, run_id="new", stored=stored, families=few)
     measured = {c.key for _, _, c in runner.calls}
     assert measured.isdisjoint(set(stored["config_key"]))
     assert len(measured) + 10 == outcomes[0].space_size
