@@ -24,6 +24,21 @@ def test_variants_lists_families_params_and_valid_counts(capsys) -> None:
     assert f"all families at {SMALL}: bf16 {total}" in out
 
 
+def test_variants_lists_the_families_of_the_op_asked_for(capsys) -> None:
+    from variants import get_op
+
+    op = get_op("repkv_rope_backward")
+    assert main(["variants", "--op", op.name, "--shape", SMALL, "--dtype", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{op.name}: {len(op.families)} families")
+    listed = {line.split(":")[0] for line in out.splitlines() if not line.startswith((" ", "all", op.name))}
+    assert listed == set(op.families)
+    total = sum(len(f.valid_configs(F.SMALL, DTYPES["bf16"])) for f in op.families.values())
+    assert f"all families at {SMALL}: bf16 {total}" in out
+    assert main(["variants", "--op", "no_such_op"]) == 2
+    assert "no_such_op" in capsys.readouterr().err
+
+
 def test_every_subcommand_of_the_parser_has_a_command() -> None:
     from tuner.cli.main import COMMANDS
     from tuner.cli.parser import SUBCOMMANDS

@@ -49,7 +49,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
     shapes = parse_shape_values(args.shape or [LLMC_SHAPE])
     from tuner.cli.report import render_variants
 
-    render_variants(shapes, parse_dtypes(args.dtype))
+    render_variants(shapes, parse_dtypes(args.dtype), op=args.op)
     return 0
 
 

@@ -190,6 +190,9 @@ def _add_variants(sub: argparse._SubParsersAction, name: str) -> None:
         "--shape", action="append", metavar="B=..,T=..,NH=..,NH_KV=..,HD=..", help=f"default {LLMC_SHAPE}"
     )
     p.add_argument("--dtype", action="append", metavar="fp32,bf16,fp16", help="default: all three")
+    p.add_argument(
+        "--op", choices=list(OPS), default=DEFAULT_OP, help=f"the kernel's families (default {DEFAULT_OP})"
+    )
 
 
 def _add_check(sub: argparse._SubParsersAction, name: str) -> None:

@@ -20,7 +20,7 @@ from results.peaks import frac_peak
 from results.schema import L2_COLD, SHAPE_COLUMNS
 from tuner.cli.plain_table import plain_table
 from tuner.study.plan import StudyOutcome, StudyPlan
-from variants import DTYPES, FAMILIES, Shape
+from variants import DEFAULT_OP, DTYPES, Shape, get_op
 
 WINNER_COLUMNS = (
     "gpu",
@@ -192,12 +192,15 @@ def exclusion_groups(reasons: list[str]) -> list[tuple[int, str]]:
     return sorted(out, key=lambda group: (-group[0], group[1]))
 
 
-def render_variants(shapes: list[Shape], dtypes: list[str], file: TextIO | None = None) -> None:
-    """Each family: its doc, parameters and how many of its configurations are valid at each
-    shape and dtype, and why the others are excluded (counts per reason); then all families
-    together."""
-    lines = []
-    for family in FAMILIES.values():
+def render_variants(
+    shapes: list[Shape], dtypes: list[str], file: TextIO | None = None, op: str = DEFAULT_OP
+) -> None:
+    """Each family of `op`: its doc, parameters and how many of its configurations are valid at
+    each shape and dtype, and why the others are excluded (counts per reason); then all its
+    families together."""
+    families = get_op(op).families
+    lines = [f"{op}: {len(families)} families"]
+    for family in families.values():
         lines.append(f"{family.name}: {family.doc}")
         for param in family.params:
             lines.append(f"  {param.name:<10} {', '.join(map(str, param.choices)):<40} {param.doc}")
@@ -212,7 +215,7 @@ def render_variants(shapes: list[Shape], dtypes: list[str], file: TextIO | None 
                     lines += [f"      {n:>4}  {text}" for n, text in exclusion_groups(reasons)]
     for shape in shapes:
         counts = ", ".join(
-            f"{d} {sum(len(f.valid_configs(shape, DTYPES[d])) for f in FAMILIES.values())}" for d in dtypes
+            f"{d} {sum(len(f.valid_configs(shape, DTYPES[d])) for f in families.values())}" for d in dtypes
         )
         lines.append(f"all families at {shape}: {counts}")
     print("\n".join(lines), file=file or sys.stdout)
