@@ -169,6 +169,8 @@ def render_outcomes(outcomes: list[StudyOutcome], file: TextIO | None = None) ->
             parts.append(f"failures: {fails}")
         if o.missing:
             parts.append(f"{o.missing} not in the recording")
+        if o.again:
+            parts.append(f"{o.again} leaders of other runs measured again")
         lines.append(f"{o.plan.shape} {o.plan.dtype.name}: {'; '.join(parts)}")
     print("\n".join(lines), file=file or sys.stdout)
 

@@ -29,6 +29,7 @@ from results.store import clean_stale_temporaries, load_results, read_dirs, user
 from tuner.cli.report import ProgressBars
 from tuner.interrupt import StopFlag
 from tuner.run.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
+from tuner.run.leaders import LEADERS_AGAIN, leaders_of_other_runs, leaders_plan
 from tuner.run.request import TuneError, TuneRequest, TuneResult, check_numbers, outcome_frame, study_plans
 from tuner.run.rows import ResultsSink, new_run_id
 from tuner.run.setup import gpu_runner, preflight, searched_families
@@ -41,7 +42,7 @@ from tuner.study.samplers import UnavailableSampler, make_sampler
 from tuner.study.storage import InvalidStorage, default_storage_url, make_storage
 from tuner.study.store_watch import StoreWatch
 from tuner.study.warm_start import index_of, with_warm_start
-from variants import DEFAULT_OP, DTYPES, Family, UnknownOp, get_op
+from variants import DEFAULT_OP, DTYPES, Config, Family, UnknownOp, get_op
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +61,15 @@ def run_plans(
     stop: StopFlag | None = None,
     heartbeat_s: float = HEARTBEAT_S,
     warm_start: int = 0,
+    op: str = DEFAULT_OP,
+    leaders_again: int = 0,
 ) -> list[StudyOutcome]:
     """Every plan in turn, one study each; rows are flushed after each trial and at the end.
     A stop request ends the run after the study it lands in (whose outcome is kept). With
     `warm_start`, a study first measures that many winners of the nearest shapes tuned
-    before it (the stored rows and this run's)."""
+    before it (the stored rows and this run's). With `leaders_again`, a study that measured
+    something is followed by one that measures again that many of the group's leaders of other
+    studies (`tuner.run.leaders`), counted in the outcome's `again`."""
     outcomes = []
     stored_index = index_of(stored) if warm_start else None  # once: ~0.5 s for the bundled store
     stop = stop if stop is not None else runner.stop
@@ -111,6 +116,21 @@ def run_plans(
                 grace_s=4 * heartbeat_s,
             )
             outcome = loop.run()
+            if leaders_again and outcome.measured and not stop:
+                # any family of the op: the leaders may come from families this run did not search
+                again = leaders_of_other_runs(
+                    stored,
+                    plan,
+                    op,
+                    run_id,
+                    {k for k, _ in outcome.measured},
+                    None,
+                    leaders_again,
+                    l2 or L2_COLD,
+                )
+                _measure_again(
+                    outcome, again, runner, storage, run_id, sink, get_op(op).families, stop, heartbeat_s
+                )
             log.info(
                 "%s: %d measured in %.1f s",
                 plan.study_name,
@@ -124,6 +144,37 @@ def run_plans(
         if sink is not None:
             sink.close()
     return outcomes
+
+
+def _measure_again(
+    outcome: StudyOutcome,
+    configs: list[Config],
+    runner: Runner,
+    storage: BaseStorage | str | None,
+    run_id: str,
+    sink: ResultsSink | None,
+    families: Mapping[str, Family] | None,
+    stop: StopFlag,
+    heartbeat_s: float,
+) -> None:
+    """The follow-up study of `outcome`'s plan over `configs` (the group's leaders of other
+    studies); its rows join the outcome's and `again` counts them."""
+    if not configs:
+        return
+    follow = StudyLoop(
+        leaders_plan(outcome.plan, configs, run_id),
+        runner,
+        storage,
+        run_id=run_id,
+        sink=sink,
+        families=families,
+        stop=stop,
+        heartbeat_s=heartbeat_s,
+        grace_s=4 * heartbeat_s,
+    ).run()
+    outcome.rows.update(follow.rows)
+    outcome.again += len(follow.measured)
+    outcome.interrupted = outcome.interrupted or follow.interrupted
 
 
 def tune(
@@ -223,6 +274,8 @@ def tune(
             stop=stop,
             heartbeat_s=request.heartbeat_s,
             warm_start=request.warm_start,
+            op=op.name,
+            leaders_again=LEADERS_AGAIN,
         )
     except KeyboardInterrupt:  # only where no handler turned Ctrl-C into the stop flag
         result.interrupted = True

@@ -43,6 +43,7 @@ class StudyOutcome:
     failures: dict[str, int] = field(default_factory=dict)  # status -> count
     trials: int = 0  # Optuna trials this process asked for
     reaped: int = 0  # trials of dead workers failed (and queued again) by this process
+    again: int = 0  # leaders of other studies measured again after it (`tuner.run.leaders`)
     interrupted: bool = False
 
     @property
