@@ -49,33 +49,42 @@ static const Op OPS[] = {
     {"repkv_rope_backward", rt::op_repkv_rope_backward::plan, rt::op_repkv_rope_backward::ROWS, false, true},
 };
 
-// llm.c's repkv_backward_kernel1 (reimplemented): one thread per dout element, int indices; the
-// K/V threads of all but the first replica stay idle, the first sums its nrep replicas.
+// Element idx of the replicated tensor (B*T, 3, NH, d), as llm.c's kernel1s decode it with int
+// indices: its offset d_ in the head, head nh, part c (q, k, v) and the start of its token's row
+// in the packed (B*T, NH + 2*NH_KV, d) tensor.
+struct Replicated {
+    int d_, nh, c, row;
+};
+__device__ Replicated decode(int idx, int NH, int nrep, int d) {
+    const int NH_KV = NH / nrep, bt = idx / d / NH / 3;
+    return {idx % d, idx / d % NH, idx / d / NH % 3, bt * (NH + 2 * NH_KV) * d};
+}
+
+// llm.c's repkv_backward_kernel1 (reimplemented): one thread per dout element; the K/V threads
+// of all but the first replica stay idle, the first sums its nrep replicas.
 template <typename floatX>
 __global__ void llmc_kernel1(floatX* dinp, const floatX* dout, int B, int T, int NH, int nrep, int d) {
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= B * T * 3 * NH * d) return;
-    const int d_ = idx % d, nh = idx / d % NH, c = idx / d / NH % 3, bt = idx / d / NH / 3;
-    const int NH_KV = NH / nrep, row = bt * (NH + 2 * NH_KV) * d;
-    if (c == 0) {
-        dinp[row + nh * d + d_] = dout[idx];
-    } else if (nh % nrep == 0) {
+    const Replicated e = decode(idx, NH, nrep, d);
+    if (e.c == 0) {
+        dinp[e.row + e.nh * d + e.d_] = dout[idx];
+    } else if (e.nh % nrep == 0) {
         float sum = 0.0f;
         for (int r = 0; r < nrep; r++) sum += (float)dout[idx + r * d];
-        dinp[row + (NH + (c - 1) * NH_KV + nh / nrep) * d + d_] = (floatX)sum;
+        dinp[e.row + (NH + (e.c - 1) * (NH / nrep) + e.nh / nrep) * d + e.d_] = (floatX)sum;
     }
 }
 
-// llm.c's repkv_forward_kernel1 (reimplemented): one thread per out element, int indices, each
-// copying its source element of inp (q head nh, or K/V head nh / nrep).
+// llm.c's repkv_forward_kernel1 (reimplemented): one thread per out element, each copying its
+// source element of inp (q head nh, or K/V head nh / nrep).
 template <typename floatX>
 __global__ void llmc_forward_kernel1(floatX* out, const floatX* inp, int B, int T, int NH, int nrep, int d) {
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= B * T * 3 * NH * d) return;
-    const int d_ = idx % d, nh = idx / d % NH, c = idx / d / NH % 3, bt = idx / d / NH / 3;
-    const int NH_KV = NH / nrep, row = bt * (NH + 2 * NH_KV) * d;
-    const int head = c == 0 ? nh : NH + (c - 1) * NH_KV + nh / nrep;
-    out[idx] = __ldcs(&inp[row + head * d + d_]);
+    const Replicated e = decode(idx, NH, nrep, d);
+    const int head = e.c == 0 ? e.nh : NH + (e.c - 1) * (NH / nrep) + e.nh / nrep;
+    out[idx] = __ldcs(&inp[e.row + head * d + e.d_]);
 }
 
 // What llm.c runs for the op at block 128 (train_llama3.cu's calls): forward, repkv_forward (a

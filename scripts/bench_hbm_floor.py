@@ -67,11 +67,9 @@ DEVICE_CALLS = 40
 
 
 def traffic(shape: Shape, dtype: DType, op: Op | None = None) -> tuple[int, int]:
-    """(bytes read, bytes written) by the op (default repkv backward): each of its inputs read
-    once (freqs_cis too), its output written once."""
-    op = op or get_op()
-    read = sum(o.numel(shape) for o in op.inputs) * dtype.itemsize
-    return read, op.output.numel(shape) * dtype.itemsize
+    """(bytes read, bytes written) by the op (default repkv backward): `Op.traffic`, each of its
+    inputs read once (freqs_cis too), its output written once."""
+    return (op or get_op()).traffic(shape, dtype)
 
 
 def probe(

@@ -76,9 +76,14 @@ class Op:
         ins = ", ".join(f"const T* {operand.name}" for operand in self.inputs)
         return f"(T* {self.output.name}, {ins}, int B, int T, int NH, int NH_KV, int HD)"
 
+    def traffic(self, shape: Shape, dtype: DType) -> tuple[int, int]:
+        """(bytes read, bytes written) at the least: each input read once, the output written once."""
+        read = sum(o.numel(shape) for o in self.inputs)
+        return read * dtype.itemsize, self.output.numel(shape) * dtype.itemsize
+
     def bytes_moved(self, shape: Shape, dtype: DType) -> int:
-        """The fewest bytes any kernel must move: each input read once, the output written once."""
-        return sum(o.numel(shape) for o in (*self.inputs, self.output)) * dtype.itemsize
+        """The fewest bytes any kernel must move (`traffic`, read and written together)."""
+        return sum(self.traffic(shape, dtype))
 
     def family(self, name: str) -> Family:
         from variants import UnknownFamily

@@ -72,6 +72,7 @@ def run_plans(
     studies (`tuner.run.leaders`), counted in the outcome's `again`."""
     outcomes = []
     stored_index = index_of(stored) if warm_start else None  # once: ~0.5 s for the bundled store
+    op_families = get_op(op).families
     stop = stop if stop is not None else runner.stop
     try:
         for plan in plans:
@@ -117,20 +118,12 @@ def run_plans(
             )
             outcome = loop.run()
             if leaders_again and outcome.measured and not stop:
-                # any family of the op: the leaders may come from families this run did not search
+                # from any family of the op: a leader may be of a family this run did not search
+                measured = {key for key, _ in outcome.measured}
                 again = leaders_of_other_runs(
-                    stored,
-                    plan,
-                    op,
-                    run_id,
-                    {k for k, _ in outcome.measured},
-                    None,
-                    leaders_again,
-                    l2 or L2_COLD,
+                    stored, plan, op, run_id, measured, op_families, leaders_again, l2 or L2_COLD
                 )
-                _measure_again(
-                    outcome, again, runner, storage, run_id, sink, get_op(op).families, stop, heartbeat_s
-                )
+                _measure_again(outcome, again, runner, storage, run_id, sink, op_families, stop, heartbeat_s)
             log.info(
                 "%s: %d measured in %.1f s",
                 plan.study_name,
