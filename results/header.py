@@ -4,7 +4,8 @@
 
 Each op (`variants.OPS`) has its own table (`export_table` over `StoreIndex.for_op(op)`;
 `export_header` gathers them); an op without tuned rows on the GPU gets an empty one and is
-served by its generic chain (`results.header_fallback.generic_table`). What follows holds per op.
+served by its fixed generic chain (`results.header_fallback.fallback_table` with no groups). What
+follows holds per op.
 
 A table holds one row per tuned (dtype, NH, NH_KV, HD, B*T) of the GPU: the configuration
 `results.selection.select` serves for that tuned shape, or, where that is of a family whose
@@ -14,10 +15,10 @@ Kernels depend on B and T only through B*T, so where two tuned shapes share a B*
 (B, T) order is kept. At run time the header applies the rule of `GET /best` within the rows of
 the requested dtype and head layout (tier 0): the row of the same B*T, else the nearest by
 |log2(B*T / B'*T')| (ties to the earlier row), skipping a row whose kernel cannot serve that B*T
-(its index type or CUDA's grid limit). A shape whose dtype and head layout were never tuned gets,
-for repkv_backward, the layout rule's choice for its (nrep, HD) class, fitted on the store at
-export time (`results.header_fallback`), never one fixed configuration; for the other ops their
-generic chain (vec at block 256, widest word first, then naive at block 128).
+(its index type or CUDA's grid limit). A shape whose dtype and head layout were never tuned gets
+the layout rule's choice for its (nrep, HD) class among the op's kernels that read the layout at
+run time, fitted on the store at export time (`results.header_fallback`), never one fixed
+configuration.
 
 A row's launch is data, not code: grid = sum over its terms (scale, a, b) of
 scale * ceil(B*T*a / b) (the family's `grid_terms`), and its kernel instantiations are listed

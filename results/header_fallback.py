@@ -1,25 +1,28 @@
-"""What the exported header launches for a head layout it holds no row of: for repkv_backward
-the layout rule (`results.layout_rule`) fitted on the store at export time, shipped as a small
-table; for the other ops (`generic_table`) their generic chain, `vec` at block 256 widest word
-first, then `naive` at block 128 (llm.c's kernel, which serves within its 32-bit indices).
+"""What the exported header launches for a head layout it holds no row of: for every op the
+layout rule (`results.layout_rule`) fitted on the store at export time, shipped as a small table
+per (dtype, nrep class, HD class) of kernels that read the head layout at run time.
 
 A layout falls in one class per (nrep, HD) (`layout_rule.NREP_CLASSES` x `HD_CLASSES`). Each
 class of each dtype lists the generic kernels to try, in order: the rule's FALLBACK_PICKS best
-configurations at the class's representative shape among the families whose kernels take the
-head layout at run time (`layout_rule.LAYOUT_FREE_FAMILIES`), then the fixed chain of
-`results.selection.generic_configs` (vec at block 256, widest word first, then gather, which
-serves every shape). The first kernel whose word divides a head and whose grid fits serves.
+configurations at the class's representative shape among the op's layout-free families
+(`Op.layout_free_families`: repkv_backward's `split_runtime`, `vec`, `warp_per_head`, `gather`,
+`naive`; the forward ops' `replicate`, `vec`, `naive`), then the op's fixed chain of
+`results.selection.generic_configs` (vec at block 256, widest word first, then gather or llm.c's
+kernel). The first kernel whose word divides a head and whose grid fits serves. An op without
+rows on the GPU gets the fixed chain alone.
 
-A kernel's grid, for any layout at run time: units / per_block blocks of `block` threads, units
-being the tokens' words of the op's output (B*T*heads*HD*itemsize / width, heads NH+2*NH_KV for
-dinp or 3*NH for out), or for warp_per_head their heads (B*T*heads). It serves where `align`
-bytes divide a head (its word; a RoPE pair at least) and, for a kernel of 32-bit indices
-(`index32`, naive), where its threads and the larger tensor (B, T, 3, NH, HD) stay below 2^31.
+A kernel's grid, for any layout at run time, is the sum over its terms of ceil(units / per_block),
+units being B*T times a count of heads (NH, 2*NH_KV, NH + 2*NH_KV or 3*NH: `HEADS`), times the
+head's words of `width` bytes unless the term counts heads (warp_per_head). The terms are read off
+the family's own `grid_terms` at probe shapes (`generic_kernel`), so a new layout-free family
+needs nothing here. A kernel serves where `align` bytes divide a head (its word; a RoPE pair at
+least) and, for a kernel of 32-bit indices (`index32`, naive), where its threads and the larger
+tensor (B, T, 3, NH, HD) stay below 2^31.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import variants
@@ -28,6 +31,7 @@ from results.index import TunedGroup
 from results.recipe import GRID_LIMIT
 from results.selection import generic_configs
 from variants import Config, DType, Op, Shape
+from variants.errors import RepkvTuneError
 from variants.rope_repkv_forward.rope import RopeFamily
 from variants.shape import INT32_MAX
 
@@ -36,21 +40,40 @@ FALLBACK_PICKS = 2  # the rule's configurations per class, before the fixed chai
 # 32-bit indices only, naive, is named at _SMALL).
 _HUGE = Shape(1, 2**22, 8, 8, 128)
 _SMALL = Shape(1, 1, 8, 8, 128)
-# A layout whose 3*NH and NH+2*NH_KV differ: which of the two an op's output has per token.
+# Two layouts whose head counts NH, 2*NH_KV, NH + 2*NH_KV and 3*NH all differ, the second with
+# twice the HD: a grid term that doubles with HD counts words, else heads.
 _PROBE = Shape(1, 1, 8, 2, 64)
+_PROBE_WIDE = Shape(1, 1, 8, 2, 128)
+# A term's heads a token, by its code in the C table (`Generic::heads`).
+HEADS: tuple[tuple[str, Callable[[Shape], int]], ...] = (
+    ("NH", lambda s: s.NH),
+    ("2*NH_KV", lambda s: 2 * s.NH_KV),
+    ("NH + 2*NH_KV", lambda s: s.heads_in),
+    ("3*NH", lambda s: 3 * s.NH),
+)
+MAX_TERMS = 2
 NAIVE_BLOCK = 128  # llm.c's hard-coded block size
+
+
+class NotLayoutFree(RepkvTuneError, ValueError):
+    """A configuration whose grid is no function of the head layout that the header can compute."""
+
+
+@dataclass(frozen=True)
+class Term:
+    heads: int  # index into HEADS
+    words: bool  # units are the heads' words of `width` bytes (else the heads themselves)
+    per_block: int
 
 
 @dataclass(frozen=True)
 class GenericKernel:
     config: Config
     width: int  # bytes per load and store (the element size for gather and naive)
-    per_head: bool  # its grid counts heads (warp_per_head), else words of the output
-    per_block: int  # units per block
     block: int
+    terms: tuple[Term, ...]
     name_expression: str  # the 64-bit-index instantiation (naive: its only one)
     align: int = 0  # bytes that must divide a head (0: width)
-    out_heads: bool = False  # the output has 3*NH heads a token (else NH + 2*NH_KV)
     index32: bool = False  # 32-bit indices: threads and (B, T, 3, NH, HD) below 2^31
 
     @property
@@ -62,10 +85,12 @@ class GenericKernel:
         a head, or a grid past CUDA's limit)."""
         if (shape.HD * dtype.itemsize) % (self.align or self.width):
             return None
-        units = shape.tokens * (3 * shape.NH if self.out_heads else shape.heads_in)
-        if not self.per_head:
-            units = units * shape.HD * dtype.itemsize // self.width
-        grid = -(-units // self.per_block)
+        grid = 0
+        for term in self.terms:
+            units = shape.tokens * HEADS[term.heads][1](shape)
+            if term.words:
+                units = units * shape.HD * dtype.itemsize // self.width
+            grid += -(-units // term.per_block)
         if grid > GRID_LIMIT:
             return None
         if self.index32 and max(grid * self.block, shape.dout_numel) > INT32_MAX:
@@ -73,18 +98,36 @@ class GenericKernel:
         return grid
 
 
+def _terms(family, dtype: DType, config: Config, width: int) -> tuple[Term, ...]:
+    """The family's grid terms as counts of heads or of their words, found at two probe layouts."""
+    narrow = family.grid_terms(_PROBE, dtype, config.values)
+    wide = family.grid_terms(_PROBE_WIDE, dtype, config.values)
+    if not narrow or len(narrow) > MAX_TERMS or len(wide) != len(narrow):
+        raise NotLayoutFree(f"{config.key}: its grid is no sum of at most {MAX_TERMS} terms")
+    terms = []
+    for a, b in zip(narrow, wide, strict=True):
+        words = b.a == 2 * a.a
+        per_head = _PROBE.HD * dtype.itemsize // width if words else 1
+        heads = [n for n, (_, count) in enumerate(HEADS) if count(_PROBE) * per_head == a.a]
+        if a.scale != 1 or a.b != b.b or len(heads) != 1:
+            raise NotLayoutFree(f"{config.key}: grid term {a} is no count of heads or their words")
+        terms.append(Term(heads[0], words, a.b))
+    return tuple(terms)
+
+
 def generic_kernel(config: Config, dtype: DType, op: Op | None = None) -> GenericKernel:
     op = op or variants.get_op()
     family = op.family(config.family)
+    if not family.layout_free:
+        raise NotLayoutFree(f"{config.key}: family {family.name} compiles the head layout in")
     p = config.values
     index32 = family.rejection(_HUGE, dtype, config) is not None  # no 64-bit instantiation
     expression = family.name_expression(_SMALL if index32 else _HUGE, dtype, config)
-    out_heads = op.output.numel(_PROBE) == 3 * _PROBE.NH * _PROBE.HD
-    if config.family == "warp_per_head":
-        return GenericKernel(config, p["vec_bytes"], True, p["warps"], 32 * p["warps"], expression)
     width = p.get("vec_bytes", dtype.itemsize)
     align = max(width, 2 * dtype.itemsize) if isinstance(family, RopeFamily) else width
-    return GenericKernel(config, width, False, p["block"], p["block"], expression, align, out_heads, index32)
+    block = family.geometry(_SMALL, dtype, config, 0).block
+    terms = _terms(family, dtype, config, width)
+    return GenericKernel(config, width, block, terms, expression, align, index32)
 
 
 def op_generic_configs(op: Op, dtype: DType) -> list[Config]:
@@ -106,40 +149,31 @@ class FallbackTable:
     classes: dict[str, tuple[tuple[tuple[int, ...], ...], ...]]
 
 
-def generic_table(op: Op) -> FallbackTable:
-    """An op's generic chain (`op_generic_configs`), the same in every class."""
-    kernels: dict[str, tuple[GenericKernel, ...]] = {}
-    classes: dict[str, tuple[tuple[tuple[int, ...], ...], ...]] = {}
-    for name, dtype in variants.DTYPES.items():
-        kernels[name] = tuple(generic_kernel(c, dtype, op) for c in op_generic_configs(op, dtype))
-        chain = tuple(range(len(kernels[name])))
-        classes[name] = tuple(tuple(chain for _ in layout_rule.HD_CLASSES) for _ in layout_rule.NREP_CLASSES)
-    return FallbackTable(kernels, classes)
-
-
 def fallback_table(groups: Sequence[TunedGroup], op: Op | None = None) -> FallbackTable:
-    """The table for one GPU's tuned groups of `op` (default repkv_backward, the only op
-    with a layout rule; the others get `generic_table`)."""
-    if op is not None and op.name != variants.DEFAULT_OP:
-        return generic_table(op)
+    """The table for one GPU's tuned groups of `op` (default repkv_backward): per class the
+    layout rule's picks among the op's layout-free families, then its fixed chain (the chain
+    alone where `groups` is empty)."""
+    op = op or variants.get_op()
+    families = op.layout_free_families
     kernels: dict[str, tuple[GenericKernel, ...]] = {}
     classes: dict[str, tuple[tuple[tuple[int, ...], ...], ...]] = {}
     for name, dtype in variants.DTYPES.items():
         configs: list[Config] = []
+        chain = op_generic_configs(op, dtype)
         per_class = []
         for nrep_class in layout_rule.NREP_CLASSES:
             row = []
             for hd_class in layout_rule.HD_CLASSES:
                 shape = layout_rule.representative(nrep_class, hd_class)
-                ranked = layout_rule.rank(groups, shape, dtype, layout_rule.LAYOUT_FREE_FAMILIES)
+                ranked = layout_rule.rank(groups, shape, dtype, families) if groups else []
                 picks = [s.candidate.config for s in ranked[:FALLBACK_PICKS]]
-                order = list(dict.fromkeys([*picks, *generic_configs(dtype)]))
+                order = list(dict.fromkeys([*picks, *chain]))
                 for config in order:
                     if config not in configs:
                         configs.append(config)
                 row.append(tuple(configs.index(c) for c in order))
             per_class.append(tuple(row))
-        kernels[name] = tuple(generic_kernel(c, dtype) for c in configs)
+        kernels[name] = tuple(generic_kernel(c, dtype, op) for c in configs)
         classes[name] = tuple(per_class)
     return FallbackTable(kernels, classes)
 
@@ -168,14 +202,28 @@ def render_shared() -> str:
     """The class bounds and the generic kernel's record, shared by every op's tables."""
     nrep_bounds = ", ".join(str(hi) for _, hi in layout_rule.NREP_CLASSES)
     hd_bounds = ", ".join(str(hi) for _, hi in layout_rule.HD_CLASSES)
+    heads = ", ".join(f"{n} {text}" for n, (text, _) in enumerate(HEADS))
     return (
         "// A layout without rows: its class (nrep, HD upper bounds below) lists generic kernels to try.\n"
         f"static const long long NREP_UPTO[{len(layout_rule.NREP_CLASSES)}] = {{{nrep_bounds}}};\n"
         f"static const int HD_UPTO[{len(layout_rule.HD_CLASSES)}] = {{{hd_bounds}}};\n"
-        "// units a token: the output's heads (3*NH if out_heads, else NH + 2*NH_KV), times its words of\n"
-        "// `width` bytes unless per_head; it serves where `align` bytes divide a head and, index32,\n"
-        "// where its threads and (B, T, 3, NH, HD) stay below 2^31.\n"
-        "struct Generic { int width, align, per_head, per_block, block, out_heads, index32; };\n"
+        "// grid = sum over its nterms terms of ceil(units / per_block), units = B*T times the heads of\n"
+        f"// heads[i] ({heads}), times their words of `width` bytes where words[i]. It serves\n"
+        "// where `align` bytes divide a head and, index32, where its threads and (B, T, 3, NH, HD) stay\n"
+        "// below 2^31.\n"
+        f"struct Generic {{ int width, align, block, index32, nterms, heads[{MAX_TERMS}], "
+        f"words[{MAX_TERMS}]; long long per_block[{MAX_TERMS}]; }};\n"
+    )
+
+
+def _render_kernel(k: GenericKernel) -> str:
+    terms = [*k.terms, *[Term(0, False, 1)] * (MAX_TERMS - len(k.terms))]
+    heads = ", ".join(str(t.heads) for t in terms)
+    words = ", ".join(str(int(t.words)) for t in terms)
+    per_block = ", ".join(str(t.per_block) for t in terms)
+    return (
+        f"{{{k.width}, {k.align or k.width}, {k.block}, {int(k.index32)}, {len(k.terms)}, "
+        f"{{{heads}}}, {{{words}}}, {{{per_block}}}}} /* {k.config_key} */"
     )
 
 
@@ -183,14 +231,11 @@ def render_tables(table: FallbackTable) -> str:
     """One op's C tables: GENERIC[dtype][kernel] and CLASSES[dtype][nrep class][HD class][try]."""
     width = max(len(k) for k in table.kernels.values())
     tries = max(len(c) for per in table.classes.values() for row in per for c in row) + 1
+    empty = "{1, 1, 1, 0, 0, {0, 0}, {0, 0}, {1, 1}}"
     kernel_rows, class_rows = [], []
     for name in variants.DTYPES:
-        entries = [
-            f"{{{k.width}, {k.align or k.width}, {int(k.per_head)}, {k.per_block}, {k.block}, "
-            f"{int(k.out_heads)}, {int(k.index32)}}} /* {k.config_key} */"
-            for k in table.kernels[name]
-        ]
-        entries += ["{1, 1, 0, 1, 1, 0, 0}"] * (width - len(entries))
+        entries = [_render_kernel(k) for k in table.kernels[name]]
+        entries += [empty] * (width - len(entries))
         kernel_rows.append(f"    /* {name} */ {{\n        " + ",\n        ".join(entries) + "},")
         per = []
         for row in table.classes[name]:

@@ -20,9 +20,9 @@ HEADER_TEMPLATE = """\
 // errors as llm.c does, with cudaGetLastError() after the call.
 //
 // Per op, a tuned (dtype, NH, NH_KV, HD) gets at another B*T the nearest tuned B*T's configuration
-// (the rule of GET /best); another head layout gets a generic one (repkv_backward: the layout
-// rule's choice for its (nrep, HD) class, fitted on these measurements; the other ops: vec at
-// block 256, the widest word dividing HD, else llm.c's naive kernel at block 128).
+// (the rule of GET /best); another head layout gets a kernel that reads the layout at run time:
+// the layout rule's choice for its (nrep, HD) class, fitted on these measurements, then vec at
+// block 256 (the widest word dividing HD), then gather or llm.c's naive kernel.
 {notes}
 #pragma once
 #include <cuda_runtime.h>
@@ -102,9 +102,13 @@ inline Plan plan_generic(const Generic* generic, const int* tries, int itemsize,
     for (int i = 0; tries[i] >= 0; i++) {{
         const Generic& g = generic[tries[i]];
         if ((HD * itemsize) % g.align) continue;
-        long long units = tokens * (g.out_heads ? 3LL * NH : (long long)NH + 2LL * NH_KV);
-        if (!g.per_head) units = units * HD * itemsize / g.width;
-        const long long grid = cdiv(units, g.per_block);
+        long long grid = 0;
+        for (int t = 0; t < g.nterms; t++) {{
+            const long long heads[4] = {{NH, 2LL * NH_KV, (long long)NH + 2LL * NH_KV, 3LL * NH}};
+            long long units = tokens * heads[g.heads[t]];
+            if (g.words[t]) units = units * HD * itemsize / g.width;
+            grid += cdiv(units, g.per_block[t]);
+        }}
         if (grid > {grid_limit}LL) continue;
         if (g.index32 && (grid * g.block > 2147483647LL || tokens * 3 * NH * HD > 2147483647LL)) continue;
         return Plan{{-1 - tries[i], -1, grid, g.block}};

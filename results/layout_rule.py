@@ -16,7 +16,7 @@ rule instead asks how each configuration fared across the store's nearest tuned 
 A configuration that ran within a few per cent of the optimum everywhere near beats one that
 won one group and was never tried elsewhere. Pure: a function of the index, cached by the
 caller (`results.selection`). The exported header ships the same rule as a table of
-layout-free configurations per (dtype, nrep class, HD class): `layout_free_table`.
+layout-free configurations per (dtype, nrep class, HD class): `results.header_fallback`.
 """
 
 from __future__ import annotations
@@ -105,9 +105,9 @@ def rank(
 
 
 # The header's table: a layout nobody tuned falls in one class per (nrep, HD), each served by the
-# rule's pick at the class's representative shape, among families whose kernel does not compile
-# the head layout in (the header cannot instantiate for a layout it never saw).
-LAYOUT_FREE_FAMILIES = ("vec", "warp_per_head", "gather")
+# rule's pick at the class's representative shape, among the op's families whose kernel does not
+# compile the head layout in (`Op.layout_free_families`: the header cannot instantiate for a
+# layout it never saw).
 NREP_CLASSES = ((1, 1), (2, 4), (5, 16), (17, 1 << 30))  # inclusive bounds
 HD_CLASSES = ((1, 64), (65, 128), (129, 1 << 30))
 _NREP_REPRESENTATIVE = {(1, 1): (32, 32), (2, 4): (32, 8), (5, 16): (64, 8), (17, 1 << 30): (48, 1)}

@@ -125,6 +125,8 @@ class Family(abc.ABC):
       layout, and leaves out rows of a family without it);
     - `min_compute_capability`: the oldest GPU it runs on, as 10*major + minor (optional;
       0, any; a GPU session leaves out the families its device is too old for);
+    - `layout_free`: True where the kernel reads the head layout at run time, so one
+      instantiation serves any layout (optional; the header's choices for untuned layouts);
     - `template_path`: override only for a template kept outside `variants/` (tests do).
 
     What callers use (derived, not overridden; the methods that take a `Config` check it
@@ -145,6 +147,9 @@ class Family(abc.ABC):
     doc: str
     params: tuple[Param, ...]
     min_compute_capability: int = 0
+    # The kernel reads the head layout (NH, NH_KV, HD) at run time: one instantiation serves every
+    # layout, so the exported header can launch it for a layout nobody tuned.
+    layout_free: bool = False
     # the kernel is `<kernel_prefix>_<name>`, its template `<template_dir>/<name>.cu`
     kernel_prefix: str = "repkv"
     template_dir: Path = HERE

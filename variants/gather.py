@@ -23,6 +23,7 @@ from variants.shape import Shape
 
 class Gather(Family):
     name = "gather"
+    layout_free = True
     doc = "one thread per dinp element, scalar loads, 64-bit indices where needed"
     params = (
         Param("block", BLOCK_SIZES, "threads per block"),

@@ -12,6 +12,7 @@ from variants.shape import Shape
 
 class Naive(Family):
     name = "naive"
+    layout_free = True
     doc = "llm.c kernel1: one thread per dout element, idle K/V replicas, int indices"
     params = (Param("block", BLOCK_SIZES, "threads per block"),)
 

@@ -85,6 +85,11 @@ class Op:
         """The fewest bytes any kernel must move (`traffic`, read and written together)."""
         return sum(self.traffic(shape, dtype))
 
+    @property
+    def layout_free_families(self) -> tuple[str, ...]:
+        """Its families whose kernels read the head layout at run time (`Family.layout_free`)."""
+        return tuple(name for name, family in self.families.items() if family.layout_free)
+
     def family(self, name: str) -> Family:
         from variants import UnknownFamily
 

@@ -17,6 +17,7 @@ from variants.op import Op, Operand
 from variants.reference import reference
 from variants.shape import Shape
 from variants.split import FAMILY as SPLIT
+from variants.split_runtime import FAMILY as SPLIT_RUNTIME
 from variants.tile import FAMILY as TILE
 from variants.vec import FAMILY as VEC
 from variants.warp_per_head import FAMILY as WARP_PER_HEAD
@@ -35,7 +36,7 @@ OP = Op(
     doc="sum the gradients of the K/V replicas: dout (B, T, 3, NH, HD) -> dinp (B, T, NH + 2*NH_KV, HD)",
     output=Operand("dinp", "(B, T, NH + 2*NH_KV, HD)", token_elements=lambda s: s.heads_in * s.HD),
     inputs=(Operand("dout", "(B, T, 3, NH, HD)", token_elements=lambda s: 3 * s.NH * s.HD),),
-    families={f.name: f for f in (NAIVE, GATHER, VEC, WARP_PER_HEAD, SPLIT, TILE, BULK, FLAT)},
+    families={f.name: f for f in (NAIVE, GATHER, VEC, WARP_PER_HEAD, SPLIT, TILE, BULK, FLAT, SPLIT_RUNTIME)},
     baseline=Config.of("naive", **BASELINE_PARAMS),
     reference=_reference,
     tolerance=_tolerance,

@@ -24,6 +24,7 @@ from variants.word_family import VEC_BYTES
 
 class WarpPerHead(Family):
     name = "warp_per_head"
+    layout_free = True
     doc = "one warp per (token, dinp head); lanes across HD, a loop over the replicas"
     params = (
         Param("warps", (1, 2, 4, 8, 16, 32), "warps per block (block = 32 * warps)"),

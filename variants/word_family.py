@@ -39,6 +39,8 @@ class WordFamily(Family):
     vec_bytes, load and store. A subclass says how many words a token has and which tensor is
     the largest (it bounds every offset); it may tighten the vector rule."""
 
+    layout_free = True
+
     @abc.abstractmethod
     def token_words(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> int:
         """Threads per token: the words its thread grid runs over."""

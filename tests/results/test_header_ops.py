@@ -18,7 +18,7 @@ from trial_rows import S1, S2, VEC16, trial
 
 import variants
 from results.header import NO_KERNEL, export_header, plan
-from results.header_fallback import _PROBE, generic_table
+from results.header_fallback import _PROBE, fallback_table
 from results.header_render import kernel_sources, render_header
 from results.index import build_index
 from results.recipe import GRID_LIMIT
@@ -120,7 +120,7 @@ def test_generic_kernels_serve_exactly_where_their_family_does(op_name: str) -> 
     and launch, shapes past 2^31 elements included (naive's 32-bit indices)."""
     op = variants.get_op(op_name)
     table = (
-        generic_table(op)
+        fallback_table((), op)
         if op_name != variants.DEFAULT_OP
         else export_header(backward_only_index(), "h100").tables[op_name].fallback
     )

@@ -51,7 +51,8 @@ def test_scores_weigh_nearer_groups_more_and_unmeasured_groups_as_a_slowdown() -
     assert by_family["warp_per_head"].measured_at == 4 and by_family["vec"].measured_at == 3
     assert by_family["vec"].score > by_family["warp_per_head"].score  # never measured at NEAR
     # layout-free families only (the header's table): split is left out
-    free = layout_rule.rank(store().groups_of("g"), NEAR, BF16, families=layout_rule.LAYOUT_FREE_FAMILIES)
+    free_families = variants.get_op().layout_free_families
+    free = layout_rule.rank(store().groups_of("g"), NEAR, BF16, families=free_families)
     assert {s.candidate.config.family for s in free} == {"warp_per_head", "vec"}
 
 

@@ -27,6 +27,7 @@ PUBLIC_API = {
     "reject",
     "grid_terms",
     "min_compute_capability",
+    "layout_free",
     "template_path",
     "kernel_prefix",
     "template_dir",

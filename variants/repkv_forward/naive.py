@@ -14,6 +14,7 @@ from variants.shape import INT32_MAX, Shape
 
 class Naive(Family):
     name = "naive"
+    layout_free = True
     doc = "llm.c kernel1: one thread per out element, one __ldcs each, int indices"
     params = (Param("block", BLOCK_SIZES, "threads per block"),)
     kernel_prefix = "repkv_forward"

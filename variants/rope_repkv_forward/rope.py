@@ -116,6 +116,7 @@ class RopeNaive(RopeFamily):
     """One thread per output element, int indices as llm.c's kernels; the baseline."""
 
     name = "naive"
+    layout_free = True
     doc = "llm.c's unfused chain per element: one thread per output element, int indices"
     params = (Param("block", BLOCK_SIZES, "threads per block"),)
 
