@@ -1,11 +1,11 @@
 """What the exported header launches for a head layout it holds no row of: for every op the
 layout rule (`results.layout_rule`) fitted on the store at export time, shipped as a small table
-per (dtype, nrep class, HD class) of kernels that read the head layout at run time.
+per (dtype, nrep class, HD class, B*T class) of kernels that read the head layout at run time.
 
-A layout falls in one class per (nrep, HD) (`layout_rule.NREP_CLASSES` x `HD_CLASSES`). Each
-class of each dtype lists the generic kernels to try, in order: the rule's FALLBACK_PICKS best
-configurations at the class's representative shape among the op's layout-free families
-(`Op.layout_free_families`: repkv_backward's `split_runtime`, `vec`, `warp_per_head`, `gather`,
+A layout falls in one class per (nrep, HD, B*T) (`layout_rule.class_of`). Each class of each
+dtype lists the generic kernels to try, in order: the rule's FALLBACK_PICKS best configurations
+at the class's representative shape, over the class's tuned groups, among the op's layout-free
+families (`Op.layout_free_families`: repkv_backward's `split_runtime`, `vec`, `warp_per_head`, `gather`,
 `naive`; the forward ops' `replicate`, `vec`, `naive`), then the op's fixed chain of
 `results.selection.generic_configs` (vec at block 256, widest word first, then gather or llm.c's
 kernel). The first kernel whose word divides a head and whose grid fits serves. An op without
@@ -142,55 +142,61 @@ def op_generic_configs(op: Op, dtype: DType) -> list[Config]:
 
 @dataclass(frozen=True)
 class FallbackTable:
-    """Per dtype: its generic kernels, and per (nrep class, HD class) the kernels' indices in
-    the order they are tried."""
+    """Per dtype: its generic kernels, and per class (`layout_rule.class_of`: nrep, HD, B*T)
+    the kernels' indices in the order they are tried."""
 
     kernels: dict[str, tuple[GenericKernel, ...]]
-    classes: dict[str, tuple[tuple[tuple[int, ...], ...], ...]]
+    classes: dict[str, tuple[tuple[tuple[tuple[int, ...], ...], ...], ...]]  # [nrep][HD][B*T] -> tries
+
+    def tries(self, dtype: str, cell: layout_rule.Cell) -> tuple[int, ...]:
+        return self.classes[dtype][cell[0]][cell[1]][cell[2]]
+
+
+def cells() -> list[layout_rule.Cell]:
+    """Every class, in the order of the C table (nrep, then HD, then B*T)."""
+    return [
+        (n, h, t)
+        for n in range(len(layout_rule.NREP_CLASSES))
+        for h in range(len(layout_rule.HD_CLASSES))
+        for t in range(len(layout_rule.TOKEN_CLASSES))
+    ]
 
 
 def fallback_table(groups: Sequence[TunedGroup], op: Op | None = None) -> FallbackTable:
     """The table for one GPU's tuned groups of `op` (default repkv_backward): per class the
-    layout rule's picks among the op's layout-free families, then its fixed chain (the chain
-    alone where `groups` is empty)."""
+    layout rule's picks among the op's layout-free families over the class's groups, then its
+    fixed chain (the chain alone where `groups` is empty)."""
     op = op or variants.get_op()
     families = op.layout_free_families
     kernels: dict[str, tuple[GenericKernel, ...]] = {}
-    classes: dict[str, tuple[tuple[tuple[int, ...], ...], ...]] = {}
+    classes: dict[str, tuple[tuple[tuple[tuple[int, ...], ...], ...], ...]] = {}
+    n, h, t = (len(c) for c in (layout_rule.NREP_CLASSES, layout_rule.HD_CLASSES, layout_rule.TOKEN_CLASSES))
     for name, dtype in variants.DTYPES.items():
         configs: list[Config] = []
         chain = op_generic_configs(op, dtype)
-        per_class = []
-        for nrep_class in layout_rule.NREP_CLASSES:
-            row = []
-            for hd_class in layout_rule.HD_CLASSES:
-                shape = layout_rule.representative(nrep_class, hd_class)
-                ranked = layout_rule.rank(groups, shape, dtype, families) if groups else []
-                picks = [s.candidate.config for s in ranked[:FALLBACK_PICKS]]
-                order = list(dict.fromkeys([*picks, *chain]))
-                for config in order:
-                    if config not in configs:
-                        configs.append(config)
-                row.append(tuple(configs.index(c) for c in order))
-            per_class.append(tuple(row))
+        of_dtype = [g for g in groups if g.dtype.name == name]
+        tries: dict[layout_rule.Cell, tuple[int, ...]] = {}
+        for cell in cells():
+            pool = layout_rule.class_groups(of_dtype, cell) if of_dtype else []
+            ranked = layout_rule.rank(pool, layout_rule.representative(cell), dtype, families)
+            picks = [s.candidate.config for s in ranked[:FALLBACK_PICKS]]
+            order = list(dict.fromkeys([*picks, *chain]))
+            for config in order:
+                if config not in configs:
+                    configs.append(config)
+            tries[cell] = tuple(configs.index(c) for c in order)
         kernels[name] = tuple(generic_kernel(c, dtype, op) for c in configs)
-        classes[name] = tuple(per_class)
+        classes[name] = tuple(
+            tuple(tuple(tries[(a, b, c)] for c in range(t)) for b in range(h)) for a in range(n)
+        )
     return FallbackTable(kernels, classes)
-
-
-def class_of(shape: Shape) -> tuple[int, int]:
-    """(nrep class, HD class) of a shape, as indices into layout_rule's class tuples."""
-    nrep = next(i for i, (lo, hi) in enumerate(layout_rule.NREP_CLASSES) if lo <= shape.nrep <= hi)
-    hd = next(i for i, (lo, hi) in enumerate(layout_rule.HD_CLASSES) if lo <= shape.HD <= hi)
-    return nrep, hd
 
 
 def fallback_plan(table: FallbackTable, dtype: DType, shape: Shape) -> tuple[int, int, int] | None:
     """(kernel index, grid, block) the header launches for a layout it holds no row of; None
     where no generic kernel serves (never for repkv_backward, whose gather serves every shape;
     for a RoPE op, an odd HD)."""
-    nrep, hd = class_of(shape)
-    for n in table.classes[dtype.name][nrep][hd]:
+    for n in table.tries(dtype.name, layout_rule.class_of(shape)):
         kernel = table.kernels[dtype.name][n]
         grid = kernel.grid(shape, dtype)
         if grid is not None:
@@ -198,15 +204,19 @@ def fallback_plan(table: FallbackTable, dtype: DType, shape: Shape) -> tuple[int
     return None
 
 
+def _bounds(classes: tuple[tuple[int, int], ...]) -> str:
+    return ", ".join(str(hi) for _, hi in classes)
+
+
 def render_shared() -> str:
     """The class bounds and the generic kernel's record, shared by every op's tables."""
-    nrep_bounds = ", ".join(str(hi) for _, hi in layout_rule.NREP_CLASSES)
-    hd_bounds = ", ".join(str(hi) for _, hi in layout_rule.HD_CLASSES)
     heads = ", ".join(f"{n} {text}" for n, (text, _) in enumerate(HEADS))
+    nrep, hd, tokens = (layout_rule.NREP_CLASSES, layout_rule.HD_CLASSES, layout_rule.TOKEN_CLASSES)
     return (
-        "// A layout without rows: its class (nrep, HD upper bounds below) lists generic kernels to try.\n"
-        f"static const long long NREP_UPTO[{len(layout_rule.NREP_CLASSES)}] = {{{nrep_bounds}}};\n"
-        f"static const int HD_UPTO[{len(layout_rule.HD_CLASSES)}] = {{{hd_bounds}}};\n"
+        "// A layout without rows: its class (nrep, HD, B*T upper bounds) lists generic kernels to try.\n"
+        f"static const long long NREP_UPTO[{len(nrep)}] = {{{_bounds(nrep)}}};\n"
+        f"static const int HD_UPTO[{len(hd)}] = {{{_bounds(hd)}}};\n"
+        f"static const long long TOKENS_UPTO[{len(tokens)}] = {{{_bounds(tokens)}}};\n"
         "// grid = sum over its nterms terms of ceil(units / per_block), units = B*T times the heads of\n"
         f"// heads[i] ({heads}), times their words of `width` bytes where words[i]. It serves\n"
         "// where `align` bytes divide a head and, index32, where its threads and (B, T, 3, NH, HD) stay\n"
@@ -228,22 +238,27 @@ def _render_kernel(k: GenericKernel) -> str:
 
 
 def render_tables(table: FallbackTable) -> str:
-    """One op's C tables: GENERIC[dtype][kernel] and CLASSES[dtype][nrep class][HD class][try]."""
+    """One op's C tables: GENERIC[dtype][kernel] and CLASSES[dtype][nrep][HD][B*T class][try]."""
     width = max(len(k) for k in table.kernels.values())
-    tries = max(len(c) for per in table.classes.values() for row in per for c in row) + 1
+    tries = max(len(table.tries(d, c)) for d in table.classes for c in cells()) + 1
     empty = "{1, 1, 1, 0, 0, {0, 0}, {0, 0}, {1, 1}}"
+    n, h, t = (len(c) for c in (layout_rule.NREP_CLASSES, layout_rule.HD_CLASSES, layout_rule.TOKEN_CLASSES))
     kernel_rows, class_rows = [], []
     for name in variants.DTYPES:
         entries = [_render_kernel(k) for k in table.kernels[name]]
         entries += [empty] * (width - len(entries))
         kernel_rows.append(f"    /* {name} */ {{\n        " + ",\n        ".join(entries) + "},")
-        per = []
-        for row in table.classes[name]:
-            cells = ["{" + ", ".join(str(n) for n in (*c, *[-1] * (tries - len(c)))) + "}" for c in row]
-            per.append("{" + ", ".join(cells) + "}")
-        class_rows.append(f"    /* {name} */ {{" + ", ".join(per) + "},")
+
+        def cell(c: layout_rule.Cell, name: str = name) -> str:
+            listed = table.tries(name, c)
+            return "{" + ", ".join(str(k) for k in (*listed, *[-1] * (tries - len(listed)))) + "}"
+
+        nested = [
+            "{" + ", ".join("{" + ", ".join(cell((a, b, c)) for c in range(t)) + "}" for b in range(h)) + "}"
+            for a in range(n)
+        ]
+        class_rows.append(f"    /* {name} */ {{" + ", ".join(nested) + "},")
     return (
         f"static const Generic GENERIC[3][{width}] = {{\n" + "\n".join(kernel_rows) + "\n};\n"
-        f"static const int CLASSES[3][{len(layout_rule.NREP_CLASSES)}][{len(layout_rule.HD_CLASSES)}]"
-        f"[{tries}] = {{\n" + "\n".join(class_rows) + "\n};\n"
+        f"static const int CLASSES[3][{n}][{h}][{t}][{tries}] = {{\n" + "\n".join(class_rows) + "\n};\n"
     )

@@ -9,7 +9,7 @@ HEADER_TEMPLATE = """\
 //     void repkv_forward(floatX* out, const floatX* inp, int B, int T, int NH, int NH_KV, int HD,
 //                        cudaStream_t stream)    // NH == NH_KV: cudaMemcpyAsync on `stream`
 //     void repkv_backward(floatX* dinp, const floatX* dout, int B, int T, int NH, int NH_KV, int HD,
-//                         cudaStream_t stream)   // also without the stream (stream 0)
+//                         cudaStream_t stream)   // also without the stream (stream 0); NH == NH_KV: a copy
 // and the fused pair (llm.c's repkv_forward then rope_forward; rope_backward_inplace then repkv_backward):
 //     void rope_repkv_forward(floatX* out, const floatX* inp, const floatX* freqs_cis, int B, int T,
 //                             int NH, int NH_KV, int HD, cudaStream_t stream)
@@ -116,12 +116,14 @@ inline Plan plan_generic(const Generic* generic, const int* tries, int itemsize,
     return Plan{{NO_KERNEL, -1, 0, 0}};
 }}
 
-// The (nrep, HD) class of a layout: indices into NREP_UPTO and HD_UPTO.
-inline void class_of(int NH, int NH_KV, int HD, int* nc, int* hc) {{
+// The (nrep, HD, B*T) class of a shape: indices into NREP_UPTO, HD_UPTO and TOKENS_UPTO.
+inline void class_of(int NH, int NH_KV, int HD, long long tokens, int* nc, int* hc, int* tc) {{
     *nc = 0;
     *hc = 0;
+    *tc = 0;
     while (NH / NH_KV > NREP_UPTO[*nc]) ++*nc;
     while (HD > HD_UPTO[*hc]) ++*hc;
+    while (tokens > TOKENS_UPTO[*tc]) ++*tc;
 }}
 
 inline void check_shape(const char* op, int B, int T, int NH, int NH_KV, int HD, bool rope) {{
@@ -157,9 +159,10 @@ inline Plan plan(int dtype, int B, int T, int NH, int NH_KV, int HD) {{
     const long long tokens = (long long)B * T;
     const Plan best = plan_rows(ROWS, NROWS, dtype, tokens, NH, NH_KV, HD);
     if (best.row >= 0) return best;
-    int nc, hc;
-    class_of(NH, NH_KV, HD, &nc, &hc);
-    return plan_generic(GENERIC[dtype], CLASSES[dtype][nc][hc], dtype == 0 ? 4 : 2, tokens, NH, NH_KV, HD);
+    int nc, hc, tc;
+    class_of(NH, NH_KV, HD, tokens, &nc, &hc, &tc);
+    const int itemsize = dtype == 0 ? 4 : 2;
+    return plan_generic(GENERIC[dtype], CLASSES[dtype][nc][hc][tc], itemsize, tokens, NH, NH_KV, HD);
 }}
 
 {launchers}
@@ -173,6 +176,15 @@ ENTRY_CHECKS = {
         "    if (NH == NH_KV) {\n"
         "        const size_t bytes = (size_t)B * T * 3 * NH * HD * sizeof(floatX);\n"
         "        cudaMemcpyAsync(out, inp, bytes, cudaMemcpyDeviceToDevice, stream);\n"
+        "        return;\n"
+        "    }\n"
+    ),
+    # nothing to sum where NH == NH_KV: dinp (B, T, 3*NH, HD) is dout (B, T, 3, NH, HD), element for
+    # element, so the copy itself serves (MHA), tuned or not
+    "repkv_backward": (
+        "    if (NH == NH_KV) {\n"
+        "        const size_t bytes = (size_t)B * T * 3 * NH * HD * sizeof(floatX);\n"
+        "        cudaMemcpyAsync(dinp, dout, bytes, cudaMemcpyDeviceToDevice, stream);\n"
         "        return;\n"
         "    }\n"
     ),

@@ -104,17 +104,45 @@ def rank(
     return scored
 
 
-# The header's table: a layout nobody tuned falls in one class per (nrep, HD), each served by the
-# rule's pick at the class's representative shape, among the op's families whose kernel does not
-# compile the head layout in (`Op.layout_free_families`: the header cannot instantiate for a
-# layout it never saw).
-NREP_CLASSES = ((1, 1), (2, 4), (5, 16), (17, 1 << 30))  # inclusive bounds
+# The header's table: a layout nobody tuned falls in one class per (nrep, HD, B*T), each served by
+# the rule's pick among the op's families whose kernel does not compile the head layout in
+# (`Op.layout_free_families`: the header cannot instantiate for a layout it never saw), ranked
+# at the class's representative shape over the tuned groups of the class (`class_groups`).
+NREP_CLASSES = ((1, 1), (2, 4), (5, 8), (9, 16), (17, 32), (33, 1 << 30))  # inclusive bounds
 HD_CLASSES = ((1, 64), (65, 128), (129, 1 << 30))
-_NREP_REPRESENTATIVE = {(1, 1): (32, 32), (2, 4): (32, 8), (5, 16): (64, 8), (17, 1 << 30): (48, 1)}
+TOKEN_CLASSES = ((1, 4096), (4097, 1 << 62))
+_NREP_REPRESENTATIVE = {
+    (1, 1): (32, 32),
+    (2, 4): (32, 8),
+    (5, 8): (48, 8),
+    (9, 16): (96, 8),
+    (17, 32): (232, 8),
+    (33, 1 << 30): (64, 1),
+}
 _HD_REPRESENTATIVE = {(1, 64): 64, (65, 128): 128, (129, 1 << 30): 256}
-REPRESENTATIVE_TOKENS = 8192
+_TOKEN_REPRESENTATIVE = {(1, 4096): 2048, (4097, 1 << 62): 8192}
+Cell = tuple[int, int, int]  # indices into NREP_CLASSES, HD_CLASSES, TOKEN_CLASSES
 
 
-def representative(nrep_class: tuple[int, int], hd_class: tuple[int, int]) -> Shape:
-    NH, NH_KV = _NREP_REPRESENTATIVE[nrep_class]
-    return Shape(1, REPRESENTATIVE_TOKENS, NH, NH_KV, _HD_REPRESENTATIVE[hd_class])
+def class_of(shape: Shape) -> Cell:
+    """The (nrep, HD, B*T) class of a shape, as indices into the class tuples."""
+
+    def find(classes: tuple[tuple[int, int], ...], value: int) -> int:
+        return next(i for i, (lo, hi) in enumerate(classes) if lo <= value <= hi)
+
+    return find(NREP_CLASSES, shape.nrep), find(HD_CLASSES, shape.HD), find(TOKEN_CLASSES, shape.tokens)
+
+
+def representative(cell: Cell) -> Shape:
+    NH, NH_KV = _NREP_REPRESENTATIVE[NREP_CLASSES[cell[0]]]
+    tokens = _TOKEN_REPRESENTATIVE[TOKEN_CLASSES[cell[2]]]
+    return Shape(1, tokens, NH, NH_KV, _HD_REPRESENTATIVE[HD_CLASSES[cell[1]]])
+
+
+def class_groups(groups: Sequence[TunedGroup], cell: Cell) -> list[TunedGroup]:
+    """The groups a class is fitted on: those of the class; where it has none, those of its nrep
+    class; where that has none, every group."""
+    same = [g for g in groups if class_of(g.shape) == cell]
+    if not same:
+        same = [g for g in groups if class_of(g.shape)[0] == cell[0]]
+    return same or list(groups)

@@ -18,6 +18,13 @@ docs/untuned.md comes from its H200 runs, `docs/runs/h200_untuned*.log` and `.pa
 
     python scripts/bench_untuned.py --gpu h200 --out DIR
 
+With --hold-out the shapes are ones the store holds, and each is planned (steps 1 and 3's
+header) from the store without every row of its head layout (NH, NH_KV, HD; all dtypes and B*T):
+the store as it would be had nobody tuned that layout. No tuning then: the reference is the
+configuration the whole store serves for the shape (its tuned winner, 40 trials or more),
+re-measured with the others. `--op` picks the op (default repkv_backward; `--layouts` names
+preset layouts to hold out, each at the B*T the store holds for it).
+
 The H200 run of 2026-11-30 (docs/runs/h200_untuned.*) added its 40-trial tunings
 to the bundled store (results/data/h200/20261130T122045-vm-1901.parquet), so these shapes
 are tuned now: pass other shapes (--shape) to repeat the experiment.
@@ -39,8 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are kept
 sys.path.insert(0, str(ROOT))
 
+import variants  # noqa: E402
 from results.best import winners  # noqa: E402
 from results.header import export_table, plan  # noqa: E402
+from results.header_text import ENTRY_CHECKS  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.selection import select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
@@ -60,23 +69,31 @@ SHAPES = [
     "B=1,T=3000,NH=20,NH_KV=4,HD=160",  # HD 160
 ]
 DTYPES = ("fp32", "bf16")
-KERNEL1 = Config.of("naive", block=128)  # llm.c's kernel1 at its block size
 
 
-def header_choice(table, shape: Shape, dtype) -> Config:
+def header_choice(table, shape: Shape, dtype, op: str = variants.DEFAULT_OP) -> Config | None:
     """What the exported header (`results.header.plan`) launches for the shape: its row's
-    configuration, or for a layout without rows the layout rule's generic kernel."""
+    configuration, or for a layout without rows the layout rule's generic kernel; None where
+    its entry point copies instead (NH == NH_KV for the repkv ops: `ENTRY_CHECKS`)."""
+    if shape.NH == shape.NH_KV and op in ENTRY_CHECKS:
+        return None
     chosen = plan(table, dtype.name, shape)
     if chosen.row >= 0:
         row = table.rows[chosen.row]
-        return next(c for c in index_configs(row.family) if c.key == row.config_key)
+        return next(c for c in variants.get_op(op).family(row.family).space() if c.key == row.config_key)
     return table.fallback.kernels[dtype.name][-1 - chosen.kernel].config
 
 
-def index_configs(family: str):
-    from variants import get_family
+def without_layout(rows: pd.DataFrame, op: str, shape: Shape) -> pd.DataFrame:
+    """The store's rows less every row of `op` at the shape's head layout (all dtypes and B*T)."""
+    layout = (rows["NH"] == shape.NH) & (rows["NH_KV"] == shape.NH_KV) & (rows["HD"] == shape.HD)
+    return rows[~(layout & (rows["op"].astype(str) == op))]
 
-    return get_family(family).space()
+
+def stored_shapes(index, gpu: str, layouts: list[tuple[int, int, int]]) -> list[Shape]:
+    """Every shape of the index's GPU at these head layouts."""
+    found = {g.shape for g in index.groups_of(gpu) if (g.shape.NH, g.shape.NH_KV, g.shape.HD) in layouts}
+    return sorted(found, key=lambda s: (layouts.index((s.NH, s.NH_KV, s.HD)), s.tokens))
 
 
 def main() -> int:
@@ -86,48 +103,80 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--shape", action="append", help="B=..,T=..,NH=..,NH_KV=..,HD=.. (default: SHAPES)")
     parser.add_argument("--dtype", default=",".join(DTYPES), help="comma list (default fp32,bf16)")
+    parser.add_argument("--op", default=variants.DEFAULT_OP, choices=list(variants.OPS))
+    parser.add_argument("--hold-out", action="store_true", help="plan each stored shape without its layout")
+    parser.add_argument("--layouts", help="with --hold-out: comma list of presets (tuner/cli/presets.py)")
     args = parser.parse_args()
     dtypes = args.dtype.split(",")
+    op = variants.get_op(args.op)
     args.out.mkdir(parents=True, exist_ok=True)
-    shapes = [Shape.parse(s) for s in args.shape or SHAPES]
-    index = build_index(load_results(bundled_results_dir())[0])
+    stored = load_results(bundled_results_dir())[0]
+    index = build_index(stored).for_op(op.name)
+    if args.layouts:
+        from tuner.cli.presets import get_model
+
+        picked = [get_model(name) for name in args.layouts.split(",")]
+        shapes = stored_shapes(index, args.gpu, [(m.NH, m.NH_KV, m.HD) for m in picked])
+    else:
+        shapes = [Shape.parse(s) for s in args.shape or SHAPES]
     header_table = export_table(index, args.gpu)  # the llm.c header an export would write now
 
     plans = {}
     for shape in shapes:
+        planned = index
+        if args.hold_out:
+            planned = build_index(without_layout(stored, op.name, shape)).for_op(op.name)
+            header_table = export_table(planned, args.gpu)
         for name in dtypes:
             dtype = get_dtype(name)
-            served = select(index, args.gpu, shape, dtype)
-            listed = shortlist(index, args.gpu, shape, dtype)
+            served = select(planned, args.gpu, shape, dtype)
+            listed = shortlist(planned, args.gpu, shape, dtype)
             assert served is not None and listed, (shape, name)
-            header = header_choice(header_table, shape, dtype)
-            plans[(shape, name)] = (served.candidate.config, [c.candidate.config for c in listed], header)
+            header = header_choice(header_table, shape, dtype, op.name)
+            stored_best = select(index, args.gpu, shape, dtype) if args.hold_out else None
+            plans[(shape, name)] = (
+                served.candidate.config,
+                [c.candidate.config for c in listed],
+                header,
+                stored_best.candidate.config if stored_best is not None else None,
+            )
+        print(f"planned {shape.key}", flush=True)
 
-    scratch = Path(tempfile.mkdtemp(prefix="untuned-"))
-    command = [sys.executable, "-m", "tuner", "tune", "--gpu", args.gpu, "--trials", str(args.trials)]
-    command += ["--seed", "0", "--results", str(scratch), "--no-progress", "--dtype", ",".join(dtypes)]
-    for shape in shapes:
-        command += ["--shape", shape.key]
-    print(" ".join(command), flush=True)
-    env = {**os.environ, "REPKV_RESULTS_DIR": str(scratch), "REPKV_BUNDLED": "false"}
-    subprocess.run(command, check=True, cwd=ROOT, env=env)
-    tuned_rows = load_results(scratch)[0]
-    tuned_rows.to_parquet(args.out / "untuned_tuning.parquet", index=False)
-    best = winners(tuned_rows)
+    if not args.hold_out:
+        scratch = Path(tempfile.mkdtemp(prefix="untuned-"))
+        command = [sys.executable, "-m", "tuner", "tune", "--gpu", args.gpu, "--trials", str(args.trials)]
+        command += ["--seed", "0", "--results", str(scratch), "--no-progress", "--dtype", ",".join(dtypes)]
+        command += ["--op", op.name]
+        for shape in shapes:
+            command += ["--shape", shape.key]
+        print(" ".join(command), flush=True)
+        env = {**os.environ, "REPKV_RESULTS_DIR": str(scratch), "REPKV_BUNDLED": "false"}
+        subprocess.run(command, check=True, cwd=ROOT, env=env)
+        tuned_rows = load_results(scratch)[0]
+        tuned_rows.to_parquet(args.out / "untuned_tuning.parquet", index=False)
+        best = winners(tuned_rows)
 
     from tuner.runners.gpu.runner import GpuRunner
 
-    runner = GpuRunner()
+    runner = GpuRunner(families=op.families)
+    kernel1 = op.baseline
+    work = []
+    for (shape, name), (served, listed, header, tuned) in plans.items():
+        for config in dict.fromkeys([served, *listed, header, tuned, kernel1]):
+            if config is not None:
+                work.append((shape, get_dtype(name), config))
+    runner.prepare(work)  # every kernel compiled at once, in parallel
     rows = []
     try:
-        for (shape, name), (served, listed, header) in plans.items():
+        for (shape, name), (served, listed, header, tuned) in plans.items():
             dtype = get_dtype(name)
-            mask = (best["dtype"] == name) & pd.concat(
-                [best[k] == v for k, v in shape.as_dict().items()], axis=1
-            ).all(axis=1)
-            win = best[mask].iloc[0]
-            tuned = Config(win["family"], tuple(sorted(json.loads(win["params"]).items())))
-            configs = list(dict.fromkeys([served, *listed, tuned, header, KERNEL1]))
+            if tuned is None:
+                mask = (best["dtype"] == name) & pd.concat(
+                    [best[k] == v for k, v in shape.as_dict().items()], axis=1
+                ).all(axis=1)
+                win = best[mask].iloc[0]
+                tuned = Config(win["family"], tuple(sorted(json.loads(win["params"]).items())))
+            configs = [c for c in dict.fromkeys([served, *listed, tuned, header, kernel1]) if c is not None]
             times: dict[Config, float] = {}
             copy_ms = float("inf")
             for _ in range(3):
@@ -149,9 +198,10 @@ def main() -> int:
                 "served_ms": times.get(served),
                 "raced_ms": times.get(raced),
                 "tuned_ms": times.get(tuned),
-                "header": header.key,
-                "header_ms": times.get(header),
-                "kernel1_ms": times.get(KERNEL1),
+                "header": header.key if header is not None else "copy",
+                "header_ms": times.get(header) if header is not None else copy_ms,
+                "kernel1_ms": times.get(kernel1),
+                "op": op.name,
                 "copy_ms": copy_ms,
             }
             row["served_vs_tuned"] = row["served_ms"] / row["tuned_ms"]

@@ -18,7 +18,7 @@ from trial_rows import S1, S2, VEC16, trial
 
 import variants
 from results.header import NO_KERNEL, export_header, plan
-from results.header_fallback import _PROBE, fallback_table
+from results.header_fallback import _PROBE, _PROBE_WIDE, NotLayoutFree, fallback_table, generic_kernel
 from results.header_render import kernel_sources, render_header
 from results.index import build_index
 from results.recipe import GRID_LIMIT
@@ -149,6 +149,47 @@ def test_generic_kernels_serve_exactly_where_their_family_does(op_name: str) -> 
                         assert (
                             kernel.name_expression.endswith("long long>") or "<" not in kernel.name_expression
                         )
+
+
+@pytest.mark.parametrize("op_name", list(variants.OPS))
+def test_every_layout_free_configuration_has_the_grid_its_family_launches(op_name: str) -> None:
+    """`generic_kernel` reads a kernel's grid terms off its family at probe layouts: for a sample
+    of every layout-free family's space, the grid it computes for other layouts is the family's."""
+    op = variants.get_op(op_name)
+    rng = random.Random(op_name)
+    shapes = [Shape(8, 1024, 32, 8, 128), Shape(3, 77, 71, 1, 64), Shape(2, 50, 16, 16, 256)]
+    shapes += [
+        Shape(rng.randint(1, 8), rng.randint(1, 2048), 5 * k, k, 2 * rng.randint(1, 80)) for k in (1, 3)
+    ]
+    for family_name in op.layout_free_families:
+        family = op.family(family_name)
+        space = list(family.space())
+        for name, dtype in variants.DTYPES.items():
+            for config in rng.sample(space, min(12, len(space))):
+                if family.rejection(_PROBE, dtype, config) or family.rejection(_PROBE_WIDE, dtype, config):
+                    continue
+                kernel = generic_kernel(config, dtype, op)
+                for shape in shapes:
+                    if family.rejection(shape, dtype, config) is not None:
+                        continue
+                    launch = family.geometry(shape, dtype, config, 132)
+                    assert (kernel.grid(shape, dtype), kernel.block) == (launch.grid, launch.block), (
+                        config.key,
+                        name,
+                        shape,
+                    )
+    compiled = next(f for f in op.families.values() if not f.layout_free)  # flat, split, tile...
+    with pytest.raises(NotLayoutFree, match="compiles the head layout in"):
+        generic_kernel(next(iter(compiled.space())), variants.DTYPES["bf16"], op)
+
+
+def test_repkv_backward_copies_where_nothing_is_replicated() -> None:
+    """NH == NH_KV: dinp is dout element for element, so the entry point copies on the stream."""
+    text = render_header(export_header(multi_op_index(), "h100"))
+    entry = text[text.index("inline void repkv_backward(") :]
+    entry = entry[: entry.index("\n}\n")]
+    assert "if (NH == NH_KV)" in entry
+    assert "cudaMemcpyAsync(dinp, dout, bytes, cudaMemcpyDeviceToDevice, stream)" in entry
 
 
 def test_shared_helper_code_is_emitted_once_and_kernel_names_are_distinct() -> None:

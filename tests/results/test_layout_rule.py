@@ -65,3 +65,16 @@ def test_leaving_a_layout_out_answers_it_by_the_rule() -> None:
     assert held_out["slowdown"] <= 1.04
     near = table[(table["NH"] == 32) & (table["HD"] == 128)].iloc[0]
     assert near["served_config"].startswith("vec[") and pd.isna(near["slowdown"])  # never measured there
+
+
+def test_a_class_is_fitted_on_its_own_groups_else_its_nrep_class_else_all() -> None:
+    groups = store().groups_of("g")
+    mqa = Shape(1, 2048, 48, 1, 64)
+    cell = layout_rule.class_of(mqa)
+    assert layout_rule.class_of(layout_rule.representative(cell)) == cell
+    assert cell == (5, 0, 0)  # nrep 48: past 32; HD 64; B*T 2048 <= 4096
+    nearby = [g for g in groups if layout_rule.class_of(g.shape) == layout_rule.class_of(NEAR)]
+    assert nearby and layout_rule.class_groups(groups, layout_rule.class_of(NEAR)) == nearby
+    assert layout_rule.class_groups(groups, cell) == list(groups)  # no MQA group at all: every group
+    every = [(n, h, t) for n in range(6) for h in range(3) for t in range(2)]
+    assert {layout_rule.class_of(layout_rule.representative(c)) for c in every} == set(every)
