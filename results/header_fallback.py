@@ -131,12 +131,14 @@ def generic_kernel(config: Config, dtype: DType, op: Op | None = None) -> Generi
 
 
 def op_generic_configs(op: Op, dtype: DType) -> list[Config]:
-    """An op's generic chain (`results.selection.generic_configs`), each `vec` width that its
-    family takes in this dtype at any B*T."""
+    """An op's generic chain (`results.selection.generic_configs`) of layout-free families (an
+    op whose baseline compiles the layout in has none past its `vec`), each `vec` width that
+    its family takes in this dtype at any B*T."""
     return [
         c
         for c in generic_configs(dtype, op)
-        if c.family != "vec" or op.family("vec").rejection(_HUGE, dtype, c) is None
+        if op.family(c.family).layout_free
+        and (c.family != "vec" or op.family("vec").rejection(_HUGE, dtype, c) is None)
     ]
 
 

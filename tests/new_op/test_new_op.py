@@ -37,6 +37,7 @@ class CopyNaive(Family):
     name = "naive"
     doc = "one thread per element"
     params = (Param("block", BLOCK_SIZES, "threads per block"),)
+    layout_free = True  # it reads the head layout at run time: the header's kernel for any layout
     kernel_prefix = "copy_op"
     template_dir = HERE
 

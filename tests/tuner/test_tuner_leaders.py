@@ -85,3 +85,19 @@ def test_leaders_come_from_other_studies_of_the_group_and_the_families_searched(
     assert leaders_of_other_runs(frame, plan, "repkv_backward", "run-x", {found[0].key}) == []
     other_gpu = StudyPlan(gpu="h100", shape=F.SMALL, dtype=BF16, study_name="other")
     assert leaders_of_other_runs(frame, other_gpu, "repkv_backward", "run-x", set()) == []
+
+
+def test_leaders_are_the_fastest_of_each_leading_family_before_the_next_of_one(tmp_path: Path) -> None:
+    """The leaders are the best configuration of each of the two fastest families, wherever the
+    second family's best ranks, so that the families contending for a group meet in one run."""
+    tune(
+        request(results_dir=tmp_path, families=("vec", "gather"), warm_start=0, trials=12),
+        F.RecordingRunner(),
+    )
+    frame = load_results(tmp_path)[0]
+    ranked = build_index(frame).groups[GROUP].candidates
+    families = list(dict.fromkeys(c.family.name for c in ranked))
+    assert families[:2] == ["vec", "gather"] and ranked[1].family.name == "vec"  # two vec rows lead
+    plan = StudyPlan(gpu="h200", shape=F.SMALL, dtype=BF16, study_name="other")
+    found = leaders_of_other_runs(frame, plan, "repkv_backward", "run-x", set())
+    assert found == [next(c.config for c in ranked if c.family.name == name) for name in families[:2]]

@@ -6,8 +6,10 @@ through the configurations both measured. A study answers a configuration the st
 holds instead of measuring it (`tuner.study.claims`), so a later run of a group shares nothing
 with the earlier ones, and its new configurations would then stand against theirs by absolute
 time, across the few per cent that the GPU drifts between runs. Measuring the group's
-`LEADERS_AGAIN` fastest configurations of other runs once more, after the run's own study, links
-the run to theirs, where it measured none of their configurations (else it is linked already).
+`LEADERS_AGAIN` leaders of other runs once more (the fastest configuration of each of its fastest
+families, so that the families that contend for the group meet in one process), after the run's
+own study, links the run to theirs, where it measured none of their configurations (else it is
+linked already).
 The follow-up study (`<study>/leaders/<run id>`) answers nothing from the store and measures
 exactly those configurations, each once, with this run's id.
 
@@ -44,7 +46,8 @@ def leaders_of_other_runs(
 ) -> list[Config]:
     """Up to `count` configurations served first for the plan's group (GPU, shape, dtype) from
     rows of other studies and runs than the plan's and `run_id`, whose family it searches
-    (`families`; None: any); none where the run measured (`measured`: config keys) any
+    (`families`; None: any): the fastest of each of the `count` fastest families, topped up with
+    the next fastest configurations; none where the run measured (`measured`: config keys) any
     configuration those rows hold, since that already links it to them."""
     if stored is None or stored.empty or count <= 0:
         return []
@@ -59,16 +62,23 @@ def leaders_of_other_runs(
     order = ranked(stored[np.asarray(mask, dtype=bool)], l2)
     if not set(measured).isdisjoint(order["config_key"].astype(str)):
         return []  # the run already shares a configuration with them: linked
-    found: list[Config] = []
+    # The fastest configuration of each of the `count` fastest families first (what decides a
+    # group's winner is mostly which family leads, and runs drift as much as families differ),
+    # then, where fewer families ran, the next fastest configurations.
+    served: list[Config] = []
+    leading: dict[str, Config] = {}
     for family_name, params in order[["family", "params"]].itertuples(index=False):
         if families is not None and family_name not in families:
             continue
         parsed = parse_config(family_name, params, op=op)
-        if parsed is not None and parsed[0].rejection(shape, plan.dtype, parsed[1]) is None:
-            found.append(parsed[1])
-        if len(found) == count:
+        if parsed is None or parsed[0].rejection(shape, plan.dtype, parsed[1]) is not None:
+            continue
+        served.append(parsed[1])
+        leading.setdefault(family_name, parsed[1])
+        if len(leading) == count:
             break
-    return found
+    found = list(leading.values())[:count]
+    return found + [c for c in served if c not in found][: count - len(found)]
 
 
 def leaders_plan(plan: StudyPlan, configs: list[Config], run_id: str) -> StudyPlan:

@@ -29,6 +29,7 @@ FAMILY_COLORS = {
     "tile": "#F58518",
     "bulk": "#EECA3B",
     "flat": "#FF9DA6",
+    "split_runtime": "#9E765F",  # split's layout read at run time
     "replicate": "#72B7B2",  # the forward ops'
 }
 # One colour per GPU, by its place among the store's GPUs (data.gpu_order): dark and
