@@ -30,7 +30,7 @@ from results import layout_rule
 from results.index import TunedGroup
 from results.recipe import GRID_LIMIT
 from results.selection import generic_configs
-from variants import Config, DType, Op, Shape
+from variants import Config, DType, Family, Op, Shape
 from variants.errors import RepkvTuneError
 from variants.rope_repkv_forward.rope import RopeFamily
 from variants.shape import INT32_MAX
@@ -52,7 +52,6 @@ HEADS: tuple[tuple[str, Callable[[Shape], int]], ...] = (
     ("3*NH", lambda s: 3 * s.NH),
 )
 MAX_TERMS = 2
-NAIVE_BLOCK = 128  # llm.c's hard-coded block size
 
 
 class NotLayoutFree(RepkvTuneError, ValueError):
@@ -98,7 +97,7 @@ class GenericKernel:
         return grid
 
 
-def _terms(family, dtype: DType, config: Config, width: int) -> tuple[Term, ...]:
+def _terms(family: Family, dtype: DType, config: Config, width: int) -> tuple[Term, ...]:
     """The family's grid terms as counts of heads or of their words, found at two probe layouts."""
     narrow = family.grid_terms(_PROBE, dtype, config.values)
     wide = family.grid_terms(_PROBE_WIDE, dtype, config.values)
