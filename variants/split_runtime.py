@@ -16,7 +16,6 @@ from variants.family import (
     GridTerm,
     Launch,
     Param,
-    ceil_div,
     hint_codes,
     index_type,
     vector_reject,
@@ -42,15 +41,18 @@ class SplitRuntime(Family):
     )
 
     def blocks(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[int, int]:
-        words = vector_words(shape, dtype, p["vec_bytes"])
-        q_blocks = ceil_div(shape.tokens * shape.NH * words, p["block"] * p["items"])
-        kv_blocks = ceil_div(shape.tokens * 2 * shape.NH_KV * words, p["block"])
-        return q_blocks, kv_blocks
+        """(copy blocks, reduce blocks): its two grid terms at the shape's B*T."""
+        q_term, kv_term = self.grid_terms(shape, dtype, p)
+        return q_term.blocks(shape.tokens), kv_term.blocks(shape.tokens)
+
+    def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
+        return vector_reject(shape, dtype, vec_bytes)
 
     def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
-        reason = vector_reject(shape, dtype, p["vec_bytes"])
-        if reason is None and sum(self.blocks(shape, dtype, p)) > MAX_GRID:
-            reason = f"{sum(self.blocks(shape, dtype, p))} blocks of {p['block']} exceed CUDA's grid"
+        reason = self.vector_rule(shape, dtype, p["vec_bytes"])
+        grid = sum(self.blocks(shape, dtype, p)) if reason is None else 0
+        if grid > MAX_GRID:
+            reason = f"{grid} blocks of {p['block']} exceed CUDA's grid"
         return reason
 
     def template_args(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> list[str]:

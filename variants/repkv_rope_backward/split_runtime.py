@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from variants.dtypes import DType
-from variants.family import MAX_GRID
-from variants.rope_repkv_forward.rope import RopeFamily, rope_vector_reject
+from variants.rope_repkv_forward.rope import RopeFamily
 from variants.shape import INT32_MAX, Shape
 from variants.split_runtime import SplitRuntime as RepkvSplitRuntime
 
@@ -21,12 +20,10 @@ class SplitRuntime(RopeFamily, RepkvSplitRuntime):
     template_dir = Path(__file__).resolve().parent
 
     def reject(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> str | None:
+        """split_runtime's rules, with whole RoPE pairs a word (RopeFamily.vector_rule)."""
         if shape.tokens > INT32_MAX:  # a token's position t = token % T is taken in int
             return f"{shape.tokens} tokens are past split_runtime's 32-bit token index"
-        reason = rope_vector_reject(shape, dtype, p["vec_bytes"])
-        if reason is None and sum(self.blocks(shape, dtype, p)) > MAX_GRID:
-            reason = f"{sum(self.blocks(shape, dtype, p))} blocks of {p['block']} exceed CUDA's grid"
-        return reason
+        return super().reject(shape, dtype, p)
 
 
 FAMILY = SplitRuntime()
