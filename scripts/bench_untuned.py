@@ -119,7 +119,8 @@ def main() -> int:
         shapes = stored_shapes(index, args.gpu, [(m.NH, m.NH_KV, m.HD) for m in picked])
     else:
         shapes = [Shape.parse(s) for s in args.shape or SHAPES]
-    header_table = export_table(index, args.gpu)  # the llm.c header an export would write now
+    # the llm.c header an export would write now (with --hold-out: from the store without the layout)
+    header_table = None if args.hold_out else export_table(index, args.gpu)
 
     plans = {}
     for shape in shapes:
