@@ -11,9 +11,9 @@ no replication at all: see the README's step-time table before using this.
 Both are `torch.library` custom ops (`torch.ops.repkv_tune.repkv`,
 `torch.ops.repkv_tune.repkv_backward`, `torch.ops.repkv_tune.repkv_backward_out`) with fake
 implementations, so `torch.compile(fullgraph=True)` traces through them. On a CUDA tensor
-each launches its op's tuned kernel (repkv's forward: `repkv_forward`, a plain device copy where
-NH == NH_KV; the backward: `repkv_backward`) on `torch.cuda.current_stream()`, into memory from
-PyTorch's caching allocator, so it runs inside CUDA graph capture. Its configuration is
+each launches its op's tuned kernel (repkv's forward: `repkv_forward`; the backward:
+`repkv_backward`; each a plain device copy where NH == NH_KV) on `torch.cuda.current_stream()`,
+into memory from PyTorch's caching allocator, so it runs inside CUDA graph capture. Its configuration is
 `results.selection.select`'s for this GPU and op (exact, else nearest tuned shape; another GPU's
 results only where this one has none; a generic configuration where nothing serves). The
 kernel is compiled (CuPy, NVRTC) and its launch arguments packed on the first call per
@@ -39,6 +39,7 @@ import logging
 import torch
 
 import repkv_tune.launcher as _launcher
+import variants
 from repkv_tune.launcher import Launcher
 from repkv_tune.race import record_races
 from variants.family import ALIGNMENT
@@ -73,16 +74,22 @@ def reference_backward(dout: torch.Tensor, NH_KV: int) -> torch.Tensor:
 # --- the tuned CUDA path ---------------------------------------------------------------------
 # (dout shape, dtype, device index, NH_KV) -> (launcher or None for B*T = 0, dinp shape): what
 # a call needs once its arguments were checked, found with one dictionary lookup.
-_PLANS: dict[tuple, tuple[Launcher | None, tuple[int, int, int, int]]] = {}
+# COPY where NH == NH_KV: nothing is summed, dinp holds dout's bytes (the header copies too).
+COPY = "copy"
+_PLANS: dict[tuple, tuple[Launcher | str | None, tuple[int, int, int, int]]] = {}
 
 
-def _plan(dout: torch.Tensor, NH_KV: int, device: int) -> tuple[Launcher | None, tuple[int, int, int, int]]:
+def _plan(
+    dout: torch.Tensor, NH_KV: int, device: int
+) -> tuple[Launcher | str | None, tuple[int, int, int, int]]:
     key = (dout.shape, dout.dtype, device, NH_KV)
     found = _PLANS.get(key)
     if found is None:
         B, T, NH, NH_KV, HD = _check(tuple(dout.shape), NH_KV)
-        launcher = None
-        if B * T:
+        launcher: Launcher | str | None = None
+        if B * T and NH == NH_KV:
+            launcher = COPY
+        elif B * T:
             launcher = _launcher.LAUNCHERS.get(
                 ((B, T, NH, NH_KV, HD), _launcher.DTYPE_NAMES[dout.dtype], device)
             )
@@ -95,9 +102,7 @@ _tuned = _launcher.tuned
 
 def _backward_into(dinp: torch.Tensor, dout: torch.Tensor, NH_KV: int) -> None:
     if _tuned(dout):
-        dout = _aligned(dout)
-        device = dout.get_device()
-        _launcher.launch(_plan(dout, NH_KV, device)[0], device, dinp, dout)
+        _launch_or_copy(_plan(dout, NH_KV, dout.get_device())[0], dinp, dout)
     else:
         dinp.copy_(reference_backward(dout, NH_KV))
 
@@ -133,15 +138,20 @@ def _eager_ok(dout: torch.Tensor) -> bool:
 
 
 def _eager_backward(dout: torch.Tensor, NH_KV: int, out: torch.Tensor | None) -> torch.Tensor:
-    dout = _aligned(dout)
-    device = dout.get_device()
-    launcher, shape = _plan(dout, NH_KV, device)
+    launcher, shape = _plan(dout, NH_KV, dout.get_device())
     if out is None:
         out = dout.new_empty(shape)
     else:
         _check_out(out, dout, shape)
-    _launcher.launch(launcher, device, out, dout)
+    _launch_or_copy(launcher, out, dout)
     return out
+
+
+def _launch_or_copy(launcher: Launcher | str | None, dinp: torch.Tensor, dout: torch.Tensor) -> None:
+    if launcher is COPY:
+        dinp.view(dout.shape).copy_(dout)
+    else:
+        _launcher.launch(launcher, dout.get_device(), dinp, _aligned(dout))
 
 
 # --- the operators ----------------------------------------------------------------------------
@@ -258,10 +268,13 @@ def served(
     device: int = 0,
     op: str = _launcher.DEFAULT_OP,
 ) -> tuple[str, str, tuple[tuple[str, float], ...]]:
-    """(configuration key, how it was chosen: "exact" | "nearest" | "raced" | "generic", the
+    """(configuration key, how it was chosen: "exact" | "nearest" | "raced" | "generic"; both
+    "copy" where the op copies at NH == NH_KV instead of launching a kernel; the
     race's (configuration, median ms) if one was run) of `op`'s kernel (default: the repkv
     backward; any of variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling
     (and, for the backward, racing) it if needed."""
+    if shape[2] == shape[3] and variants.get_op(op).copies_without_replicas:
+        return COPY, COPY, ()  # the op copies (NH == NH_KV): no kernel is served
     launcher = _launcher.LAUNCHERS.get((tuple(shape), _launcher.DTYPE_NAMES[dtype], device), op)
     return launcher.config_key, launcher.served_from, launcher.race
 

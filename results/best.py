@@ -137,9 +137,15 @@ def ranked(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     tuner times (`DEFAULT_HOLD_US`) fastest first, then those timed otherwise (rows written
     before the hold, races), fastest first. A configuration timed both ways stands by its row
     timed so. Times taken with and without the hold differ by a few percent at the smallest
-    shapes, so the two are never ranked against each other. "Fastest" is within a run: each
-    run's times are scaled onto its group's reference run (`run_factors`) before they are
-    compared, so drift between runs does not decide; a row keeps its measured `time_ms`."""
+    shapes, so the two are never ranked against each other.
+
+    "Fastest" is within a run: each run's times are scaled onto its group's reference run
+    (`run_factors`) before they are compared, so drift between runs does not decide. A
+    configuration measured by several runs stands by the newest of them (its fastest row
+    there), not by its fastest row across them: the fastest of many noisy timings is biased
+    low, and the configuration measured most often would win by that alone. So a run that
+    measures a group's leaders again together (`tuner.run.leaders`) decides between them by
+    its own head-to-head. A row keeps its measured `time_ms`."""
     ok = ok_rows(frame, l2)
     times = ok["time_ms"].to_numpy(dtype=float)
     with np.errstate(invalid="ignore"):
@@ -147,11 +153,24 @@ def ranked(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:
     ok = ok.assign(_other_timing=other_timing(ok))
     if "run_id" in ok.columns and len(ok):
         ok = ok.assign(_scaled=ok["time_ms"] * run_factors(ok))
+        ok = _newest_run_only(ok)
     else:
         ok = ok.assign(_scaled=ok["time_ms"])
     ok = ok.sort_values(["_other_timing", "_scaled", "timestamp"], kind="stable")
     ok = ok.drop_duplicates([*GROUP_COLUMNS, "config_key"], keep="first")
     return ok.drop(columns=["_other_timing", "_scaled"])
+
+
+def _newest_run_only(ok: pd.DataFrame) -> pd.DataFrame:
+    """Per (group, configuration, timing), the rows of the newest run that measured it (by its
+    latest row there; rows without a timestamp count as oldest)."""
+    keys = [*GROUP_COLUMNS, "config_key", "_other_timing"]
+    stamps = ok.groupby([*keys, "run_id"], dropna=False)["timestamp"].transform("max")
+    order = ok.assign(_run_stamp=stamps).sort_values(
+        ["_run_stamp", "run_id"], ascending=False, na_position="last", kind="stable"
+    )
+    newest = order.groupby(keys, dropna=False, sort=False)["run_id"].transform("first")
+    return order[order["run_id"] == newest].drop(columns=["_run_stamp"])
 
 
 def winners(frame: pd.DataFrame, l2: str = L2_COLD) -> pd.DataFrame:

@@ -3,7 +3,7 @@ layout rule (`results.layout_rule`) fitted on the store at export time, shipped 
 per (dtype, nrep class, HD class, B*T class) of kernels that read the head layout at run time.
 
 A layout falls in one class per (nrep, HD, B*T) (`layout_rule.class_of`). Each class of each
-dtype lists the generic kernels to try, in order: the rule's FALLBACK_PICKS best configurations
+dtype lists the generic kernels to try, in order: the rule's CLASS_PICKS best configurations
 at the class's representative shape, over the class's tuned groups, among the op's layout-free
 families (`Op.layout_free_families`: repkv_backward's `split_runtime`, `vec`, `warp_per_head`, `gather`,
 `naive`; the forward ops' `replicate`, `vec`, `naive`), then the op's fixed chain of
@@ -35,7 +35,6 @@ from variants.errors import RepkvTuneError
 from variants.rope_repkv_forward.rope import RopeFamily
 from variants.shape import INT32_MAX
 
-FALLBACK_PICKS = 2  # the rule's configurations per class, before the fixed chain
 # Indices reach past 2^31 here, so every generic instantiation takes 64-bit ones (a kernel of
 # 32-bit indices only, naive, is named at _SMALL).
 _HUGE = Shape(1, 2**22, 8, 8, 128)
@@ -168,19 +167,16 @@ def fallback_table(groups: Sequence[TunedGroup], op: Op | None = None) -> Fallba
     layout rule's picks among the op's layout-free families over the class's groups, then its
     fixed chain (the chain alone where `groups` is empty)."""
     op = op or variants.get_op()
-    families = op.layout_free_families
     kernels: dict[str, tuple[GenericKernel, ...]] = {}
     classes: dict[str, tuple[tuple[tuple[tuple[int, ...], ...], ...], ...]] = {}
     n, h, t = (len(c) for c in (layout_rule.NREP_CLASSES, layout_rule.HD_CLASSES, layout_rule.TOKEN_CLASSES))
     for name, dtype in variants.DTYPES.items():
         configs: list[Config] = []
         chain = op_generic_configs(op, dtype)
-        of_dtype = [g for g in groups if g.dtype.name == name]
         tries: dict[layout_rule.Cell, tuple[int, ...]] = {}
         for cell in cells():
-            pool = layout_rule.class_groups(of_dtype, cell) if of_dtype else []
-            ranked = layout_rule.rank(pool, layout_rule.representative(cell), dtype, families)
-            picks = [s.candidate.config for s in ranked[:FALLBACK_PICKS]]
+            ranked = layout_rule.class_rank(groups, layout_rule.representative(cell), dtype)
+            picks = [s.candidate.config for s in ranked[: layout_rule.CLASS_PICKS]]
             order = list(dict.fromkeys([*picks, *chain]))
             for config in order:
                 if config not in configs:

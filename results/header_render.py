@@ -12,7 +12,7 @@ from pathlib import Path
 import variants
 from results.header import NO_KERNEL, ExportTable, HeaderExport, Row, complete
 from results.header_fallback import FallbackTable, render_shared, render_tables
-from results.header_text import ENTRY_CHECKS, HEADER_TEMPLATE, OP_TEMPLATE
+from results.header_text import HEADER_TEMPLATE, OP_TEMPLATE, entry_check
 from results.recipe import GRID_LIMIT
 from results.schema import L2_FED
 from variants import Family, GridTerm, Op
@@ -112,7 +112,7 @@ def _op_section(table: ExportTable) -> str:
 
 def _entry_point(op: Op) -> str:
     """`void <op>(<output>, <inputs>, B, T, NH, NH_KV, HD, stream)`, llm.c's parameter list."""
-    check = ENTRY_CHECKS.get(op.name, "")
+    check = entry_check(op)
     rope = "true" if any(o.name == "freqs_cis" for o in op.inputs) else "false"  # HD must be even
     pointers = parameters(op, "floatX")
     text = (

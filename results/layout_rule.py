@@ -61,9 +61,12 @@ class Scored:
 
 def neighbours(groups: Iterable[TunedGroup], shape: Shape, dtype: DType) -> list[tuple[float, TunedGroup]]:
     """The NEIGHBOURS tuned groups in `dtype` nearest to `shape` by layout_distance."""
-    near = [
-        (layout_distance(shape, dtype, g.shape, g.dtype), g) for g in groups if g.dtype.name == dtype.name
-    ]
+    of_dtype = [g for g in groups if g.dtype.name == dtype.name]
+    # nrep 1 sums nothing (each op is then a copy or a rotation of the same bytes): only the
+    # dtype's nrep-1 groups guide it, where it has any
+    if shape.nrep == 1:
+        of_dtype = [g for g in of_dtype if g.shape.nrep == 1] or of_dtype
+    near = [(layout_distance(shape, dtype, g.shape, g.dtype), g) for g in of_dtype]
     near.sort(key=lambda item: (item[0], item[1].key))
     return near[:NEIGHBOURS]
 
@@ -137,6 +140,22 @@ def representative(cell: Cell) -> Shape:
     NH, NH_KV = _NREP_REPRESENTATIVE[NREP_CLASSES[cell[0]]]
     tokens = _TOKEN_REPRESENTATIVE[TOKEN_CLASSES[cell[2]]]
     return Shape(1, tokens, NH, NH_KV, _HD_REPRESENTATIVE[HD_CLASSES[cell[1]]])
+
+
+CLASS_PICKS = 2  # the class rule's configurations the header and /best try first
+
+
+def class_rank(groups: Sequence[TunedGroup], shape: Shape, dtype: DType) -> list[Scored]:
+    """The class rule: `rank` at `shape`, over the groups in `dtype` of its class (`class_of`,
+    `class_groups`), among the families whose kernel reads the layout at run time
+    (`Family.layout_free`). The header ranks so at each class's `representative`; `/best` at
+    the requested shape."""
+    of_dtype = [g for g in groups if g.dtype.name == dtype.name]
+    if not of_dtype:
+        return []
+    pool = class_groups(of_dtype, class_of(shape))
+    free = sorted({c.family.name for g in pool for c in g.candidates if c.family.layout_free})
+    return rank(pool, shape, dtype, free)
 
 
 def class_groups(groups: Sequence[TunedGroup], cell: Cell) -> list[TunedGroup]:

@@ -49,7 +49,6 @@ sys.path.insert(0, str(ROOT))
 import variants  # noqa: E402
 from results.best import winners  # noqa: E402
 from results.header import export_table, plan  # noqa: E402
-from results.header_text import ENTRY_CHECKS  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.selection import select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
@@ -74,8 +73,8 @@ DTYPES = ("fp32", "bf16")
 def header_choice(table, shape: Shape, dtype, op: str = variants.DEFAULT_OP) -> Config | None:
     """What the exported header (`results.header.plan`) launches for the shape: its row's
     configuration, or for a layout without rows the layout rule's generic kernel; None where
-    its entry point copies instead (NH == NH_KV for the repkv ops: `ENTRY_CHECKS`)."""
-    if shape.NH == shape.NH_KV and op in ENTRY_CHECKS:
+    its entry point copies instead (NH == NH_KV for an op that `copies_without_replicas`)."""
+    if shape.NH == shape.NH_KV and variants.get_op(op).copies_without_replicas:
         return None
     chosen = plan(table, dtype.name, shape)
     if chosen.row >= 0:

@@ -69,6 +69,9 @@ class Op:
     # what the baseline is, as tables name it: llm.c's own kernel, or (for a fused op, which
     # llm.c runs as two kernels) the op's one-element-a-thread kernel
     baseline_name: str = "llm.c"
+    # where NH == NH_KV the output holds the input's bytes unchanged (nothing replicated or
+    # summed): the header's entry point and the PyTorch op copy instead of launching a kernel
+    copies_without_replicas: bool = False
 
     @property
     def kernel_arguments(self) -> str:

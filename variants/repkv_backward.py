@@ -40,4 +40,5 @@ OP = Op(
     baseline=Config.of("naive", **BASELINE_PARAMS),
     reference=_reference,
     tolerance=_tolerance,
+    copies_without_replicas=True,
 )

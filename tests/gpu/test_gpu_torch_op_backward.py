@@ -164,3 +164,12 @@ def test_the_op_serves_shapes_tuned_fed_their_fed_winner_unless_repkv_l2_is_cold
         assert result.stdout.splitlines() == [str((first, "exact")), str((large_key, "exact"))], changed
     bad = run(REPKV_L2="warm")
     assert bad.returncode != 0 and "unknown L2 state 'warm'" in bad.stderr
+
+
+def test_mha_is_a_copy_of_the_same_bytes_and_serves_no_kernel() -> None:
+    dout = torch.randn(2, 64, 3, 16, 96, device="cuda", dtype=torch.bfloat16)
+    assert torch.equal(repkv_backward(dout, 16), dout.view(2, 64, 48, 96))
+    out = torch.empty(2, 64, 48, 96, device="cuda", dtype=torch.bfloat16)
+    assert repkv_backward(dout, 16, out=out) is out and torch.equal(out, dout.view(2, 64, 48, 96))
+    assert torch.equal(torch.ops.repkv_tune.repkv_backward(dout, 16), dout.view(2, 64, 48, 96))
+    assert served((2, 64, 16, 16, 96), torch.bfloat16) == ("copy", "copy", ())

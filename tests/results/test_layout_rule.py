@@ -4,7 +4,7 @@ the optimum across the nearest tuned groups, not the nearest group's winner."""
 from __future__ import annotations
 
 import pandas as pd
-from trial_rows import SPLIT16, VEC16, WPH, trial
+from trial_rows import GATHER, SPLIT16, VEC16, WPH, trial
 
 import variants
 from results import layout_rule
@@ -78,3 +78,22 @@ def test_a_class_is_fitted_on_its_own_groups_else_its_nrep_class_else_all() -> N
     assert layout_rule.class_groups(groups, cell) == list(groups)  # no MQA group at all: every group
     every = [(n, h, t) for n in range(6) for h in range(3) for t in range(2)]
     assert {layout_rule.class_of(layout_rule.representative(c)) for c in every} == set(every)
+
+
+def test_an_untuned_mha_layout_is_guided_by_the_mha_groups_alone() -> None:
+    # nrep 1 sums nothing: the nrep-4 groups' leaders (vec, warp_per_head) are no guide there,
+    # though they ran well at all four of them; the one MHA group ran vec 30% behind gather
+    mha = Shape(4, 1024, 16, 16, 256)
+    rows = [
+        trial("g", mha, "bf16", "gather", GATHER, 1.00, number=40),
+        trial("g", mha, "bf16", "vec", VEC16, 1.30, number=41),
+    ]
+    index = build_index(pd.concat([pd.DataFrame(rows), store().frame]))
+    untuned = Shape(4, 2048, 32, 32, 96)
+    neighbours = layout_rule.neighbours(index.groups_of("g"), untuned, BF16)
+    assert [g.shape for _, g in neighbours] == [mha]
+    choice = select(index, "g", untuned, BF16)
+    assert choice is not None and choice.candidate.config.family == "gather"
+    # a layout that sums replicas still weighs the MHA group among the others
+    gqa = layout_rule.neighbours(index.groups_of("g"), Shape(4, 1024, 32, 4, 256), BF16)
+    assert mha in [g.shape for _, g in gqa] and len(gqa) == 5

@@ -49,3 +49,27 @@ def test_a_run_is_linked_through_another_run_it_shares_configurations_with() -> 
     )
     factors = run_factors(frame)
     assert factors[frame["run_id"] == "c"].iloc[0] == pytest.approx(1.21 / 1.00 * 1.00 / 1.10)
+
+
+def test_a_run_that_measures_leaders_again_decides_between_them() -> None:
+    # b timed vec once at 0.97 (a low outlier: on a's scale, b is linked through warp_per_head);
+    # c, the newest, timed vec and split together: split ahead. vec stands by c's timing, not
+    # by its fastest row across runs, so split is served.
+    frame = pd.DataFrame(
+        rows_of("a", {"split": 1.00, "gather": 1.2, "warp_per_head": 1.3}, 0)
+        + rows_of("b", {"vec": 0.97, "warp_per_head": 1.3}, 10)
+        + rows_of("c", {"vec": 1.02, "split": 1.00, "gather": 1.2}, 20)
+    )
+    order = ranked(frame)
+    assert list(order["family"][:2]) == ["split", "vec"]
+    assert order.set_index("family").loc["vec", "run_id"] == "c"
+    # without c's re-measurement, b's row stands and vec leads
+    assert ranked(frame[frame["run_id"] != "c"])["family"].iloc[0] == "vec"
+
+
+def test_a_configuration_stands_by_its_newest_run_even_where_an_older_one_was_faster() -> None:
+    frame = pd.DataFrame(
+        rows_of("a", {"split": 1.00, "vec": 1.10}, 0) + rows_of("b", {"split": 1.05, "vec": 1.10}, 10)
+    )
+    row = ranked(frame).set_index("family").loc["split"]
+    assert (row["run_id"], row["time_ms"]) == ("b", 1.05)

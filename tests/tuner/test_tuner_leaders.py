@@ -101,3 +101,27 @@ def test_leaders_are_the_fastest_of_each_leading_family_before_the_next_of_one(t
     plan = StudyPlan(gpu="h200", shape=F.SMALL, dtype=BF16, study_name="other")
     found = leaders_of_other_runs(frame, plan, "repkv_backward", "run-x", set())
     assert found == [next(c.config for c in ranked if c.family.name == name) for name in families[:2]]
+
+
+def test_remeasure_runs_no_study_and_measures_the_groups_leaders_again_together(tmp_path: Path) -> None:
+    tune(request(results_dir=tmp_path, families=("vec",), warm_start=0), F.RecordingRunner())
+    tune(request(results_dir=tmp_path, families=("gather",), warm_start=0), F.RecordingRunner())
+    order = build_index(load_results(tmp_path)[0]).groups[GROUP].candidates
+    expected = [order[0].config, next(c.config for c in order if c.family.name != order[0].family.name)]
+
+    runner = F.RecordingRunner()
+    result = tune(request(results_dir=tmp_path, remeasure=2), runner)
+    (outcome,) = result.outcomes
+    assert [c for _, _, c in runner.calls] == expected  # the two fastest families' best, nothing else
+    assert outcome.again == 2 and outcome.plan.study_name.endswith(f"/remeasure/leaders/{result.run_id}")
+    frame = load_results(tmp_path)[0]
+    assert set(frame.loc[frame["run_id"] == result.run_id, "config_key"]) == {c.key for c in expected}
+    # the group's candidates now stand by these rows, their newest
+    regrouped = build_index(frame).groups[GROUP].candidates
+    assert {c.run_id for c in regrouped if c.config_key in {e.key for e in expected}} == {result.run_id}
+
+
+def test_remeasure_of_a_group_nothing_was_stored_for_measures_nothing(tmp_path: Path) -> None:
+    runner = F.RecordingRunner()
+    result = tune(request(results_dir=tmp_path, remeasure=2, bundled=False), runner)
+    assert runner.calls == [] and result.outcomes == []

@@ -150,6 +150,15 @@ def _add_tune(sub: argparse._SubParsersAction, name: str) -> None:
         help=f"measure first the N best configurations of the nearest tuned shapes of this GPU "
         f"(default {WARM_START_SIZE}; 0: none)",
     )
+    o.add_argument(
+        "--remeasure",
+        type=positive_int,
+        default=0,
+        metavar="N",
+        help="run no study: measure again, together in one process, the N leaders stored for each shape "
+        "and dtype (the fastest configuration of each of its N fastest families); they are then ranked "
+        "by these times",
+    )
     o.add_argument("--seed", type=seed, help="sampler seed (default: a fresh one, recorded in every row)")
     o.add_argument(
         "--storage",
@@ -344,4 +353,5 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         ahead=args.ahead,
         op=args.op,
         families=tuple(dict.fromkeys(csv_values(args.family))),
+        remeasure=args.remeasure,
     )

@@ -16,6 +16,7 @@ result says `interrupted`, holds what was measured, and the same request run aga
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
@@ -63,13 +64,16 @@ def run_plans(
     warm_start: int = 0,
     op: str = DEFAULT_OP,
     leaders_again: int = 0,
+    remeasure: int = 0,
 ) -> list[StudyOutcome]:
     """Every plan in turn, one study each; rows are flushed after each trial and at the end.
     A stop request ends the run after the study it lands in (whose outcome is kept). With
     `warm_start`, a study first measures that many winners of the nearest shapes tuned
     before it (the stored rows and this run's). With `leaders_again`, a study that measured
     something is followed by one that measures again that many of the group's leaders of other
-    studies (`tuner.run.leaders`), counted in the outcome's `again`."""
+    studies (`tuner.run.leaders`), counted in the outcome's `again`. With `remeasure`, a plan
+    runs no study of its own: that many of its group's stored leaders are measured again
+    together (`remeasure_leaders`)."""
     outcomes = []
     stored_index = index_of(stored) if warm_start else None  # once: ~0.5 s for the bundled store
     op_families = get_op(op).families
@@ -79,6 +83,15 @@ def run_plans(
             if stop:
                 break
             hold, l2 = runner.identity.hold_us, runner.identity.l2
+            if remeasure:
+                again = remeasure_leaders(
+                    plan, stored, runner, storage, run_id, sink, op, remeasure, stop, heartbeat_s
+                )
+                if again is not None:
+                    outcomes.append(again)
+                    if on_done is not None:
+                        on_done(again)
+                continue
             if warm_start:
                 indexes = [stored_index, index_of(outcome_frame(outcomes))]
                 plan = with_warm_start(plan, indexes, warm_start, hold, l2)
@@ -168,6 +181,45 @@ def _measure_again(
     outcome.rows.update(follow.rows)
     outcome.again += len(follow.measured)
     outcome.interrupted = outcome.interrupted or follow.interrupted
+
+
+def remeasure_leaders(
+    plan: StudyPlan,
+    stored: pd.DataFrame | None,
+    runner: Runner,
+    storage: BaseStorage | str | None,
+    run_id: str,
+    sink: ResultsSink | None,
+    op: str,
+    count: int,
+    stop: StopFlag,
+    heartbeat_s: float,
+) -> StudyOutcome | None:
+    """Measure again, in one process and with this run's id, the `count` leaders the store holds
+    for the plan's group (`leaders_of_other_runs` over every stored study: the fastest
+    configuration of each of the `count` fastest families). `results.best.ranked` then ranks
+    them by these times, their newest. None where the store holds nothing for the group."""
+    probe = dataclasses.replace(plan, study_name=f"{plan.study_name}/remeasure")  # every stored study counts
+    families = get_op(op).families
+    configs = leaders_of_other_runs(
+        stored, probe, op, run_id, (), families, count, runner.identity.l2 or L2_COLD
+    )
+    if not configs:
+        log.warning("%s: nothing stored for this group to measure again", plan.study_name)
+        return None
+    outcome = StudyLoop(
+        leaders_plan(probe, configs, run_id),
+        runner,
+        storage,
+        run_id=run_id,
+        sink=sink,
+        families=families,
+        stop=stop,
+        heartbeat_s=heartbeat_s,
+        grace_s=4 * heartbeat_s,
+    ).run()
+    outcome.again = len(outcome.measured)
+    return outcome
 
 
 def tune(
@@ -269,6 +321,7 @@ def tune(
             warm_start=request.warm_start,
             op=op.name,
             leaders_again=LEADERS_AGAIN,
+            remeasure=request.remeasure,
         )
     except KeyboardInterrupt:  # only where no handler turned Ctrl-C into the stop flag
         result.interrupted = True

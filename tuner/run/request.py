@@ -51,6 +51,7 @@ class TuneRequest:
     ahead: int = AHEAD  # trials asked at once, compiled together (a replay: one at a time)
     families: tuple[str, ...] = ()  # search only these (default: every family the GPU runs)
     op: str = DEFAULT_OP  # the kernel tuned (variants.OPS)
+    remeasure: int = 0  # no study: measure again this many stored leaders per group (tuner.run.leaders)
 
 
 @dataclass
@@ -109,6 +110,8 @@ def outcome_frame(outcomes: list[StudyOutcome]) -> pd.DataFrame:
 
 def check_numbers(request: TuneRequest) -> None:
     """The request's numbers that would fail late or run wrong (a timeout of 0 measures nothing)."""
+    if request.remeasure < 0:
+        raise TuneError(f"--remeasure takes a whole number of leaders from 1, not {request.remeasure}")
     if request.trials < 1:
         raise TuneError("--trials must be at least 1")
     if request.seed is not None and not 0 <= request.seed <= SEED_MAX:

@@ -37,4 +37,5 @@ OP = Op(
     baseline=Config.of("naive", **naive.BASELINE_PARAMS),
     reference=_reference,
     tolerance=_tolerance,
+    copies_without_replicas=True,
 )
