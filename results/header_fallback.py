@@ -5,10 +5,11 @@ per (dtype, nrep class, HD class, B*T class) of kernels that read the head layou
 A layout falls in one class per (nrep, HD, B*T) (`layout_rule.class_of`). Each class of each
 dtype lists the generic kernels to try, in order: the rule's CLASS_PICKS best configurations
 at the class's representative shape, over the class's tuned groups, among the op's layout-free
-families (`Op.layout_free_families`: repkv_backward's `split_runtime`, `vec`, `warp_per_head`, `gather`,
-`naive`; the forward ops' `replicate`, `vec`, `naive`), then the op's fixed chain of
-`results.selection.generic_configs` (vec at block 256, widest word first, then gather or llm.c's
-kernel). The first kernel whose word divides a head and whose grid fits serves. An op without
+families (`Op.layout_free_families`: repkv_backward's `split_runtime`, `vec`,
+`warp_per_head`, `gather`, `naive`; the forward ops' `replicate`, `vec`, `naive`, and
+`rope_repkv_forward`'s `flat_runtime`), then the op's fixed chain of
+`results.selection.generic_configs` (vec at block 256, widest word first, then gather or
+llm.c's kernel). The first kernel whose word divides a head and whose grid fits serves. An op without
 rows on the GPU gets the fixed chain alone.
 
 A kernel's grid, for any layout at run time, is the sum over its terms of ceil(units / per_block),

@@ -86,6 +86,7 @@ def test_configuration_is_correct(sessions, op: Op, shape: Shape, dtype: DType, 
 HUGE_CONFIGS = (
     Config.of("vec", block=256, vec_bytes=16, load="ldcs", store="stcs"),
     Config.of("flat", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
+    Config.of("flat_runtime", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
     Config.of("split", block=256, vec_bytes=16, items=4, load="ldcs", store="stcs"),
 )
 

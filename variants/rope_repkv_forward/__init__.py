@@ -18,7 +18,7 @@ from typing import Any
 from variants.dtypes import DType
 from variants.family import Config
 from variants.op import Op, Operand
-from variants.rope_repkv_forward import flat, naive, replicate, vec
+from variants.rope_repkv_forward import flat, flat_runtime, naive, replicate, vec
 from variants.rope_repkv_forward.rope import cos_sin, freqs_cis, rotate
 from variants.shape import Shape
 
@@ -52,7 +52,7 @@ OP = Op(
         Operand("inp", "(B, T, NH + 2*NH_KV, HD)", token_elements=lambda s: s.heads_in * s.HD),
         Operand("freqs_cis", "(T, HD)", fixed_elements=lambda s: s.T * s.HD),
     ),
-    families={module.FAMILY.name: module.FAMILY for module in (naive, vec, replicate, flat)},
+    families={module.FAMILY.name: module.FAMILY for module in (naive, vec, replicate, flat, flat_runtime)},
     baseline=Config.of("naive", **naive.BASELINE_PARAMS),
     baseline_name="naive",
     reference=reference,

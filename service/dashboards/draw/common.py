@@ -30,6 +30,7 @@ FAMILY_COLORS = {
     "bulk": "#EECA3B",
     "flat": "#FF9DA6",
     "split_runtime": "#9E765F",  # split's layout read at run time
+    "flat_runtime": "#D67195",  # flat's layout read at run time (the RoPE forward's)
     "replicate": "#72B7B2",  # the forward ops'
 }
 # One colour per GPU, by its place among the store's GPUs (data.gpu_order): dark and
