@@ -139,7 +139,7 @@ class BestAnswer(BaseModel):
         "fed (dout written just before, as in a training step); l2=fed is answered from the fed "
         "ranking of the tuned shape where it has one, its cold ranking otherwise",
     )
-    copy: bool = Field(
+    is_copy: bool = Field(
         False,
         description="true where NH == NH_KV and the op's output holds its input's bytes unchanged "
         "(repkv_forward, repkv_backward): a device copy of them is the op, and the exported header "

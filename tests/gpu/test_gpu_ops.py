@@ -18,6 +18,8 @@ NEW_OPS = [op for name, op in OPS.items() if name != "repkv_backward"]
 SHAPES = {
     "seed": Shape(8, 1024, 32, 8, 128),
     "mha": Shape(4, 256, 32, 32, 64),
+    "mha_hd96_odd_bt": Shape(3, 77, 12, 12, 96),
+    "mha_hd34": Shape(1, 5, 5, 5, 34),
     "mqa": Shape(2, 128, 16, 1, 128),
     "hd80": Shape(2, 96, 32, 8, 80),
     "hd96_nrep7": Shape(3, 50, 28, 4, 96),
@@ -27,8 +29,10 @@ SHAPES = {
     "hd34": Shape(5, 3, 12, 3, 34),
     "nrep16_hd8": Shape(3, 5, 32, 2, 8),
 }
-# More than 2^31 output elements of (B, T, 3, NH, HD) in bf16 (6.4 GB): 64-bit indices.
+# More than 2^31 output elements of (B, T, 3, NH, HD) in bf16 (6.4 GB): 64-bit indices; the
+# fused backward's rotate_runtime (nrep 1 only) at an MHA layout of as many (4.8 GB each way).
 HUGE = Shape(2, 65536, 64, 8, 128)
+HUGE_MHA = Shape(2, 65536, 48, 48, 128)
 
 
 def sample(op: Op, shape: Shape, dtype: DType) -> list[Config]:
@@ -88,6 +92,7 @@ HUGE_CONFIGS = (
     Config.of("flat", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
     Config.of("flat_runtime", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
     Config.of("split", block=256, vec_bytes=16, items=4, load="ldcs", store="stcs"),
+    Config.of("rotate_runtime", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
 )
 
 
@@ -102,8 +107,9 @@ def test_more_than_2_31_elements_in_bf16(sessions, op: Op, config: Config) -> No
         config = Config.of(config.family, **config.values, group=4)
     bf16 = DTYPES["bf16"]
     session = sessions[op.name]
-    assert "long long" in family.name_expression(HUGE, bf16, config)
-    result = session.run_checked(HUGE, bf16, session.launcher(HUGE, bf16, config))
+    shape = HUGE_MHA if config.family == "rotate_runtime" else HUGE
+    assert "long long" in family.name_expression(shape, bf16, config)
+    result = session.run_checked(shape, bf16, session.launcher(shape, bf16, config))
     session.release()
     assert result.ok, result.summary()
 

@@ -31,7 +31,7 @@ from variants.dtypes import DType
 from variants.family import Config
 from variants.op import Op, Operand
 from variants.reference import reference as repkv_backward_reference
-from variants.repkv_rope_backward import flat, naive, split, split_runtime, vec
+from variants.repkv_rope_backward import flat, naive, rotate_runtime, split, split_runtime, vec
 from variants.rope_repkv_forward.rope import cos_sin, freqs_cis, rotate
 from variants.shape import Shape
 
@@ -75,7 +75,10 @@ OP = Op(
         Operand("dout", "(B, T, 3, NH, HD)", token_elements=lambda s: 3 * s.NH * s.HD),
         Operand("freqs_cis", "(T, HD)", fixed_elements=lambda s: s.T * s.HD),
     ),
-    families={module.FAMILY.name: module.FAMILY for module in (naive, vec, flat, split, split_runtime)},
+    families={
+        module.FAMILY.name: module.FAMILY
+        for module in (naive, vec, flat, split, split_runtime, rotate_runtime)
+    },
     baseline=Config.of("naive", **naive.BASELINE_PARAMS),
     baseline_name="naive",
     reference=reference,

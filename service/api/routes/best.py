@@ -73,7 +73,7 @@ def answer(
         distance=choice.distance,
         rank=choice.rank,
         l2=choice.group.l2,
-        copy=shape.NH == shape.NH_KV and variants.get_op(index.op).copies_without_replicas,
+        is_copy=shape.NH == shape.NH_KV and variants.get_op(index.op).copies_without_replicas,
         kernel=KernelRecipe(
             family=recipe.family,
             params=recipe.params,

@@ -31,6 +31,7 @@ FAMILY_COLORS = {
     "flat": "#FF9DA6",
     "split_runtime": "#9E765F",  # split's layout read at run time
     "flat_runtime": "#D67195",  # flat's layout read at run time (the RoPE forward's)
+    "rotate_runtime": "#8CD17D",  # the fused backward at nrep 1, layout read at run time
     "replicate": "#72B7B2",  # the forward ops'
 }
 # One colour per GPU, by its place among the store's GPUs (data.gpu_order): dark and

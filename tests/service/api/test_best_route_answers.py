@@ -146,6 +146,6 @@ def test_other_gpus_answers_a_gpu_without_results_and_names_the_measuring_one(cl
 
 def test_mha_answers_say_the_op_is_a_copy_of_the_same_bytes(client: TestClient) -> None:
     mha = the_answer(client.get("/best", params={"B": 8, "T": 1024, "NH": 8, "NH_KV": 8, "gpu": "h100"}))
-    assert mha["copy"] is True and mha["kernel"]["family"]  # a kernel still, for who launches one
+    assert mha["is_copy"] is True and mha["kernel"]["family"]  # a kernel still, for who launches one
     gqa = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}))
-    assert gqa["copy"] is False
+    assert gqa["is_copy"] is False
