@@ -44,9 +44,12 @@ MODELS: dict[str, Model] = {
         Model("falcon-7b", 71, 1, 64),
         Model("starcoder", 48, 1, 128),
         Model("gemma-2b", 8, 1, 256),
+        Model("santacoder", 16, 1, 128),
         # Multi-head attention (nrep 1): the backward is a copy of dout's three parts
         Model("phi-3-mini", 32, 32, 96),
         Model("gemma-7b", 16, 16, 256),
+        Model("llama2-7b", 32, 32, 128),
+        Model("gpt2-124m", 12, 12, 64),  # what llm.c trains first
         # Odd and prime nrep, many heads
         Model("phi-3-medium", 40, 10, 128),  # nrep 4 over 10 K/V heads
         Model("qwen2.5-14b", 40, 8, 128),  # nrep 5
