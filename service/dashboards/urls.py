@@ -56,9 +56,11 @@ def bandwidth_url(gpu: str | None = None, op: str | None = None) -> str:
     return _url("/dashboards/bandwidth", ({"gpu": gpu} if gpu else {}) | op_query(op))
 
 
-def overview_url(gpu: str | None = None, dtype: str | None = None, op: str | None = None) -> str:
+def overview_url(
+    gpu: str | None = None, dtype: str | None = None, op: str | None = None, page: int = 1
+) -> str:
     query = {k: v for k, v in (("gpu", gpu), ("dtype", dtype)) if v}
-    return _url("/dashboards", query | op_query(op))
+    return _url("/dashboards", query | op_query(op) | ({"page": str(page)} if page > 1 else {}))
 
 
 def rule_quality_url(gpu: str, op: str | None = None) -> str:

@@ -5,11 +5,13 @@ charts and tables are drawn from that op's rows alone."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Annotated
 
 import pandas as pd
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
 import variants
@@ -48,11 +50,18 @@ async def plotly_js() -> FileResponse:
 
 @router.get("/dashboards", responses=HTML_RESPONSES, summary="Overview")
 def overview(
-    index: IndexDep, gpu: GpuQuery = None, dtype: DTypeFilter = None, op: OpQuery = DEFAULT_OP
+    index: IndexDep,
+    gpu: GpuQuery = None,
+    dtype: DTypeFilter = None,
+    op: OpQuery = DEFAULT_OP,
+    page: Annotated[
+        int,
+        Query(ge=1, le=10_000, description=f"which {draw.BOARD_SHAPES} shapes, smallest first (1: first)"),
+    ] = 1,
 ) -> HTMLResponse:
     """Every GPU x shape x dtype of op `op` (or one GPU's, one dtype's) with its winner, time,
     fraction of the copy and speed-up; each family against the best per shape; links to every
-    recipe."""
+    recipe. A page holds BOARD_SHAPES shapes, so that its board of winners fits one screen."""
     title = "Tuned configurations" + (f" on {gpu}" if gpu else "") + (f", {dtype}" if dtype else "")
     title = nav.titled(title, op)
     untuned = nav.untuned(index, op, title, lambda o: pages.overview_url(gpu, dtype, o))
@@ -67,12 +76,18 @@ def overview(
         table = table[table["gpu"] == gpu]
     if dtype is not None:
         table, families = table[table["dtype"] == dtype], families[families["dtype"] == dtype]
+    table, page_count, shape_count = data.shape_page(table, page, draw.BOARD_SHAPES)
+    if page > page_count:
+        first = [("the first page", pages.overview_url(gpu, dtype, op))]
+        return nav.not_found(title, f"There are {page_count} pages of shapes, not {page}.", first, op)
     dtypes = [(name, pages.overview_url(gpu, name, op), name == dtype) for name in variants.DTYPES]
     body = pages.pickers(
         nav.op_picker(index, op, lambda o: pages.overview_url(gpu, dtype, o)),
         nav.gpu_picker(tuned, gpu, lambda g: pages.overview_url(g, dtype, op), everything="all GPUs"),
         pages.picker("dtype", [("all dtypes", pages.overview_url(gpu, None, op), dtype is None), *dtypes]),
     )
+    if page_count > 1:
+        body += _page_links(page, page_count, shape_count, lambda n: pages.overview_url(gpu, dtype, op, n))
     compare = len(tuned.by_gpu) > 1
     # the note goes under the charts, so that the board of winners stays above the fold
     after = (
@@ -99,6 +114,14 @@ def overview(
         )
     figures = [draw.overview_board(table), draw.overview_speedup(table), draw.family_vs_best(families)]
     return nav.html(pages.page(title, body, figures, after, op=op))
+
+
+def _page_links(page: int, page_count: int, shape_count: int, url_of: Callable[[int], str]) -> str:
+    """'Shapes 1-48 of 61' and a link to every other page."""
+    first = (page - 1) * draw.BOARD_SHAPES + 1
+    last = min(page * draw.BOARD_SHAPES, shape_count)
+    others = " ".join(e(str(n)) if n == page else link(str(n), url_of(n)) for n in range(1, page_count + 1))
+    return f'<p class="pages">Shapes {first}-{last} of {shape_count}, smallest first. Page: {others}</p>'
 
 
 def _winner_summary(trials: pd.DataFrame, gpu: str, shape: Shape, dtype: DType, op: str) -> str:

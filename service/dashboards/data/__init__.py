@@ -14,6 +14,7 @@ from .overview import (
     gpu_peaks,
     overview,
     peak_bandwidth,
+    shape_page,
 )
 from .rows import (
     block_size,
@@ -70,6 +71,7 @@ __all__ = [
     "search_series",
     "served_instead",
     "shape_label",
+    "shape_page",
     "shape_trials",
     "shapes_in_order",
     "short_shape",

@@ -212,3 +212,12 @@ def bandwidth(frame: pd.DataFrame, gpu: str, op: str | None = variants.DEFAULT_O
     empty_ms = pd.to_numeric(table["empty_launch_ms"], errors="coerce").where(lambda c: c > 0)
     table["ratio_to_empty_launch"] = table["time_ms"] / empty_ms
     return table[BANDWIDTH_COLUMNS].reset_index(drop=True)
+
+
+def shape_page(table: pd.DataFrame, page: int, per_page: int) -> tuple[pd.DataFrame, int, int]:
+    """The rows of the page-th run of `per_page` shapes of an `overview` table (in its order,
+    pages from 1), the number of pages and the number of shapes. A page past the last is empty."""
+    shapes = list(dict.fromkeys(table["shape"]))
+    pages = max(1, -(-len(shapes) // per_page))
+    picked = set(shapes[(page - 1) * per_page : page * per_page])
+    return table[table["shape"].isin(picked)], pages, len(shapes)

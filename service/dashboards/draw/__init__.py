@@ -15,10 +15,11 @@ from .common import (
     reference_vline,
 )
 from .gpus import gpu_families, gpu_winners
-from .overview import family_vs_best, overview_board, overview_speedup
+from .overview import BOARD_SHAPES, family_vs_best, overview_board, overview_speedup
 from .shape import convergence, heatmap, trials_scatter
 
 __all__ = [
+    "BOARD_SHAPES",
     "DTYPE_SYMBOLS",
     "FAMILY_COLORS",
     "GPU_COLORS",

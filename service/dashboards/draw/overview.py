@@ -35,6 +35,7 @@ ROW_PX = 18  # one shape per row: room for a 12 px label and a dot per dtype
 # The board fits up to 48 shapes into BOARD_PX, so that a 1400 x 1000 window shows it whole
 # under the page's header; its rows are never under 14 px (an 11 px text and a gap).
 BOARD_PX, BOARD_ROW_PX = 680, 14
+BOARD_SHAPES = BOARD_PX // BOARD_ROW_PX  # the shapes of one overview page (the rest: its next pages)
 OTHER_COLOR = "#636EFA"
 
 

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 import variants
 from results.store import write_table
+from service.dashboards import draw
 
 
 def test_overview_page(client: TestClient) -> None:
@@ -110,6 +111,29 @@ def test_bandwidth_page(client: TestClient) -> None:
     pick = client.get("/dashboards/bandwidth")  # three GPUs: the reader picks
     assert pick.status_code == 200 and "/dashboards/bandwidth?gpu=l4" in hrefs(pick.text)
     assert client.get("/dashboards/bandwidth", params={"gpu": "nope"}).status_code == 404
+
+
+def test_the_overview_pages_its_shapes_so_that_each_board_fits_one_screen(tmp_path: Path) -> None:
+    per_page = draw.BOARD_SHAPES
+    shapes = [variants.Shape(1, 16 * (n + 1), 32, 8, 128) for n in range(per_page + 3)]
+    rows = [trial("h100", shape, "bf16", "vec", VEC16, 0.01 * (n + 1)) for n, shape in enumerate(shapes)]
+    write_table(rows, tmp_path, "synthetic-many")
+    with make_client(tmp_path) as c:
+        assert c.app.state.store.wait_ready(30)
+        first = c.get("/dashboards")
+        assert first.status_code == 200
+        assert f"Shapes 1-{per_page} of {per_page + 3}, smallest first" in first.text
+        assert "/dashboards?page=2" in hrefs(first.text)
+        board = specs(first.text)[0]["data"][0]
+        assert len(board["y"]) == per_page  # the first per_page shapes, smallest first
+        assert first.text.count("/best?") == per_page  # the winners table: the same shapes
+        second = c.get("/dashboards", params={"page": 2})
+        assert second.status_code == 200 and f"Shapes {per_page + 1}-{per_page + 3} of" in second.text
+        assert len(specs(second.text)[0]["data"][0]["y"]) == 3
+        assert "/dashboards" in hrefs(second.text)  # back to page 1
+        past = c.get("/dashboards", params={"page": 3})
+        assert past.status_code == 404 and "There are 2 pages of shapes, not 3." in past.text
+        assert c.get("/dashboards", params={"page": 0}).status_code == 422
 
 
 def test_bandwidth_page_draws_the_peak_of_a_known_gpu(tmp_path: Path) -> None:
