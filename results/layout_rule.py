@@ -148,14 +148,16 @@ CLASS_PICKS = 2  # the class rule's configurations the header and /best try firs
 def class_rank(groups: Sequence[TunedGroup], shape: Shape, dtype: DType) -> list[Scored]:
     """The class rule: `rank` at `shape`, over the groups in `dtype` of its class (`class_of`,
     `class_groups`), among the families whose kernel reads the layout at run time
-    (`Family.layout_free`). The header ranks so at each class's `representative`; `/best` at
-    the requested shape."""
+    (`Family.layout_free`), less the configurations that reject `shape` (a class fitted on
+    every group holds MHA rows, whose nrep-1-only kernels must not serve nrep 8). The header
+    ranks so at each class's `representative`; `/best` at the requested shape."""
     of_dtype = [g for g in groups if g.dtype.name == dtype.name]
     if not of_dtype:
         return []
     pool = class_groups(of_dtype, class_of(shape))
     free = sorted({c.family.name for g in pool for c in g.candidates if c.family.layout_free})
-    return rank(pool, shape, dtype, free)
+    ranked = rank(pool, shape, dtype, free)
+    return [s for s in ranked if s.candidate.family.rejection(shape, dtype, s.candidate.config) is None]
 
 
 def class_groups(groups: Sequence[TunedGroup], cell: Cell) -> list[TunedGroup]:

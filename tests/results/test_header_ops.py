@@ -18,7 +18,15 @@ from trial_rows import S1, S2, VEC16, trial
 
 import variants
 from results.header import NO_KERNEL, export_header, plan
-from results.header_fallback import _PROBE, _PROBE_WIDE, NotLayoutFree, fallback_table, generic_kernel
+from results.header_fallback import (
+    _PROBE,
+    _PROBE_WIDE,
+    NotLayoutFree,
+    fallback_plan,
+    fallback_table,
+    generic_kernel,
+)
+from results.header_fallback import cells as layout_rule_cells
 from results.header_render import kernel_sources, render_header
 from results.index import build_index
 from results.recipe import GRID_LIMIT
@@ -298,3 +306,33 @@ def test_every_entry_point_validates_against_the_float64_reference_on_the_gpu(tm
             )
             assert run.returncode == 0, (op, dtype, run.stdout, run.stderr)
             assert run.stdout.count("| ok |") == len(shapes) + len(extra), run.stdout
+
+
+def test_an_mha_only_kernel_is_tried_in_the_nrep_1_class_alone() -> None:
+    """The fused backward's rotate_runtime rejects nrep > 1 while its grid (all the C table
+    knows of it) fits any layout: the header is safe because only the nrep-1 class tries it.
+    Fitted on MHA and GQA rows where it is the fastest at MHA."""
+    mha, gqa = Shape(4, 1024, 32, 32, 128), Shape(4, 1024, 32, 8, 128)
+    rotate = {"block": 128, "vec_bytes": 16, "words": 2, "load": "plain", "store": "plain"}
+    split = {"block": 256, "vec_bytes": 16, "items": 4, "group": 8, "load": "plain", "store": "plain"}
+    op = "repkv_rope_backward"
+    rows = [
+        trial("h100", mha, "bf16", "rotate_runtime", rotate, 0.050, number=0, op=op),
+        trial("h100", mha, "bf16", "vec", VEC16, 0.060, number=1, op=op),
+        trial("h100", gqa, "bf16", "split_runtime", split, 0.040, number=2, op=op),
+        trial("h100", gqa, "bf16", "vec", VEC16, 0.055, number=3, op=op),
+    ]
+    table = fallback_table(build_index(pd.DataFrame(rows)).for_op(op).groups_of("h100"), variants.get_op(op))
+    kernels = table.kernels["bf16"]
+    rotating = {n for n, k in enumerate(kernels) if k.config.family == "rotate_runtime"}
+    assert rotating  # the MHA class's pick
+    for cell in layout_rule_cells():
+        tried = set(table.tries("bf16", cell))
+        assert bool(tried & rotating) == (cell[0] == 0), cell  # NREP_CLASSES[0] is nrep 1 alone
+    bf16 = variants.DTYPES["bf16"]
+    for shape in (Shape(3, 77, 12, 12, 96), Shape(1, 5, 40, 8, 128), Shape(2, 9, 16, 1, 64)):
+        chosen = fallback_plan(table, bf16, shape)
+        assert chosen is not None
+        family = kernels[chosen[0]].config.family
+        assert (family == "rotate_runtime") == (shape.nrep == 1), shape
+        assert variants.get_op(op).family(family).rejection(shape, bf16, kernels[chosen[0]].config) is None
