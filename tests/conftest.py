@@ -74,10 +74,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # than alone at the end (the order is the same in every worker, as xdist needs).
     items.sort(key=lambda item: not (item.get_closest_marker("long") or one_worker_group(item.nodeid)))
     if any(item.get_closest_marker("gpu") for item in items) and not gpu_available():
-        skip = pytest.mark.skip(reason="no CUDA GPU visible to CuPy")
+        # Without a GPU each module's GPU tests are reported as one skip (its first, naming how
+        # many), the rest deselected: thousands of skipped cases cost the one worker of the gpu
+        # group half a minute for nothing.
+        gpu_items: dict[str, list[pytest.Item]] = {}
         for item in items:
             if item.get_closest_marker("gpu"):
-                item.add_marker(skip)
+                gpu_items.setdefault(item.nodeid.split("::")[0], []).append(item)
+        dropped = []
+        for module, found in gpu_items.items():
+            count = f"{len(found)} GPU test{'s' * (len(found) > 1)}"
+            reason = f"no CUDA GPU visible to CuPy ({count} of {module})"
+            found[0].add_marker(pytest.mark.skip(reason=reason))
+            dropped += found[1:]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            gone = set(map(id, dropped))
+            items[:] = [item for item in items if id(item) not in gone]
 
 
 def _free_port() -> int:
