@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from variants.dtypes import DType
-from variants.family import INT32_MAX, GridTerm, Launch, ceil_div, hint_codes, index_type
+from variants.family import INT32_MAX, GridTerm, Launch, grid_size, hint_codes, index_type
 from variants.layout_family import LAYOUT_PARAMS
 from variants.rope_repkv_forward.rope import RopeVec, qkv_numel
 from variants.shape import Shape
@@ -51,8 +51,7 @@ class FlatRuntime(RopeVec):
         ]
 
     def launch(self, shape: Shape, dtype: DType, p: Mapping[str, Any], sm_count: int) -> Launch:
-        words = shape.tokens * self.token_words(shape, dtype, p)
-        return Launch(ceil_div(words, p["block"] * p["words"]), p["block"])
+        return Launch(grid_size(self.grid_terms(shape, dtype, p), shape.tokens), p["block"])
 
     def grid_terms(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> tuple[GridTerm, ...]:
         return (GridTerm(1, self.token_words(shape, dtype, p), p["block"] * p["words"]),)
