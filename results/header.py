@@ -118,11 +118,8 @@ class HeaderExport:
 
 def _layout_shape(row_shape: Shape, tokens: int) -> Shape:
     """A shape of the same head layout with B=1, T=tokens. The kernels see B and T only as
-    B*T, so probing a B*T past the limits of a request (variants.shape) skips Shape's validation."""
-    try:
-        return Shape(1, tokens, row_shape.NH, row_shape.NH_KV, row_shape.HD)
-    except variants.InvalidShape:
-        pass
+    B*T, so a probe skips Shape's validation: its B*T may pass the limits of a request
+    (variants.shape), and the layout is a tuned row's."""
     probe = object.__new__(Shape)
     for name, value in zip(("B", "T", "NH", "NH_KV", "HD"), (1, tokens, *_layout(row_shape)), strict=True):
         object.__setattr__(probe, name, value)

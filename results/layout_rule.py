@@ -160,10 +160,23 @@ def class_rank(groups: Sequence[TunedGroup], shape: Shape, dtype: DType) -> list
     return [s for s in ranked if s.candidate.family.rejection(shape, dtype, s.candidate.config) is None]
 
 
+MIN_CLASS_LAYOUTS = 2  # head layouts a class is fitted on, at least, where the store has them
+
+
+def _layouts(groups: Iterable[TunedGroup]) -> int:
+    return len({(g.shape.NH, g.shape.NH_KV, g.shape.HD) for g in groups})
+
+
 def class_groups(groups: Sequence[TunedGroup], cell: Cell) -> list[TunedGroup]:
-    """The groups a class is fitted on: those of the class; where it has none, those of its nrep
-    class; where that has none, every group."""
+    """The groups a class is fitted on: those of the class; where they hold fewer than
+    MIN_CLASS_LAYOUTS head layouts, also those of the neighbouring nrep classes of its HD and
+    B*T classes (one layout's winner is no rule: an MQA layout alone at nrep 16 would decide for
+    GQA at nrep 12); where there are none, those of its nrep class; where that has none, every
+    group. `rank` then weighs them by distance to the shape."""
     same = [g for g in groups if class_of(g.shape) == cell]
+    if same and _layouts(same) < MIN_CLASS_LAYOUTS:
+        near = {(cell[0] + step, cell[1], cell[2]) for step in (-1, 0, 1)}
+        same = [g for g in groups if class_of(g.shape) in near]
     if not same:
         same = [g for g in groups if class_of(g.shape)[0] == cell[0]]
     return same or list(groups)

@@ -155,10 +155,12 @@ def shortlist(
     other_gpus: bool = False,
 ) -> list[Choice]:
     """The few configurations worth racing on a shape nobody tuned: the served one first,
-    then the best of the next nearest tuned shapes (at most `per_group` from each), distinct
-    configurations only. An exact match is the whole list: it was measured there."""
+    then the best of the next nearest tuned shapes (at most `per_group` from each, each of
+    another family: a group's runner-up of its winner's family would race the same kernel
+    twice), distinct configurations only. An exact match is the whole list: it was measured
+    there."""
     for label in source_gpus(index, gpu, other_gpus):
-        found = nearest_choices(index.groups_of(label), shape, dtype, size, per_group)
+        found = nearest_choices(index.groups_of(label), shape, dtype, size, per_group, distinct_families=True)
         if found:
             return found[:1] if found[0].match == "exact" else found
     return []
@@ -171,18 +173,23 @@ def nearest_choices(
     size: int,
     per_group: int,
     exclude: Collection[GroupKey] = (),
+    distinct_families: bool = False,
 ) -> list[Choice]:
     """Up to `size` distinct configurations that can serve (shape, dtype), in the rule's order,
     at most `per_group` from each tuned group: the winners and runners-up of the nearest
-    tuned shapes."""
+    tuned shapes (with `distinct_families`, a group's picks are each of another family)."""
     found: list[Choice] = []
     keys: set[str] = set()
-    taken: dict[GroupKey, int] = {}
+    taken: dict[GroupKey, list[str]] = {}
     for choice in serving(groups, shape, dtype, exclude):
         key = choice.group.key
-        if choice.candidate.config_key in keys or taken.get(key, 0) >= per_group:
+        picked = taken.setdefault(key, [])
+        family = choice.candidate.config.family
+        if choice.candidate.config_key in keys or len(picked) >= per_group:
             continue
-        taken[key] = taken.get(key, 0) + 1
+        if distinct_families and family in picked:
+            continue
+        picked.append(family)
         keys.add(choice.candidate.config_key)
         found.append(choice)
         if len(found) >= size:

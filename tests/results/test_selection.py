@@ -2,11 +2,20 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from trial_rows import S1, S2, h100_rows, other_rows
+from trial_rows import S1, S2, SPLIT16, VEC16, h100_rows, other_rows, trial
 
 import variants
 from results.index import build_index
-from results.selection import choose, distance, rank_groups, select, shortlist, source_gpus, tier
+from results.selection import (
+    choose,
+    distance,
+    nearest_choices,
+    rank_groups,
+    select,
+    shortlist,
+    source_gpus,
+    tier,
+)
 
 BF16, FP32 = variants.get_dtype("bf16"), variants.get_dtype("fp32")
 
@@ -83,6 +92,27 @@ def test_shortlist_is_the_served_configuration_then_distinct_neighbours() -> Non
     keys = [c.candidate.config_key for c in listed]
     assert len(keys) == len(set(keys)) >= 2
     assert all(sum(c.group.key == g.key for c in listed) <= 2 for g in index.groups_of("h100"))
+
+
+def test_shortlist_races_a_groups_runner_up_of_another_family_not_of_its_winners() -> None:
+    """A group led by two vec configurations offers the race its best vec and its best split,
+    not the second vec (the warm start still takes a group's two fastest)."""
+    vec8 = {**VEC16, "vec_bytes": 8}
+    rows = [
+        trial("h100", S1, "bf16", "vec", VEC16, 0.100, number=0),
+        trial("h100", S1, "bf16", "vec", vec8, 0.101, number=1),
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.102, number=2),
+    ]
+    index = build_index(pd.DataFrame(rows))
+    odd = variants.Shape(2, 640, 32, 8, 128)  # untuned, S1's layout
+    listed = shortlist(index, "h100", odd, BF16)
+    assert [c.candidate.config_key for c in listed] == [
+        variants.Config.of("vec", **VEC16).key,
+        variants.Config.of("split", **SPLIT16).key,
+    ]
+    groups = index.groups_of("h100")
+    warm = nearest_choices(groups, odd, BF16, size=4, per_group=2)
+    assert [c.candidate.config.family for c in warm] == ["vec", "vec"]
 
 
 def test_shortlist_of_a_tuned_shape_is_its_winner_alone() -> None:
