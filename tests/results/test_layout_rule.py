@@ -74,7 +74,14 @@ def test_a_class_is_fitted_on_its_own_groups_else_its_nrep_class_else_all() -> N
     assert layout_rule.class_of(layout_rule.representative(cell)) == cell
     assert cell == (5, 0, 0)  # nrep 48: past 32; HD 64; B*T 2048 <= 4096
     nearby = [g for g in groups if layout_rule.class_of(g.shape) == layout_rule.class_of(NEAR)]
-    assert nearby and layout_rule.class_groups(groups, layout_rule.class_of(NEAR)) == nearby
+    near_cell = layout_rule.class_of(NEAR)
+    fitted = layout_rule.class_groups(groups, near_cell)
+    if len({(g.shape.NH, g.shape.NH_KV, g.shape.HD) for g in nearby}) >= layout_rule.MIN_CLASS_LAYOUTS:
+        assert nearby and fitted == nearby
+    else:  # one layout is no rule: its neighbouring nrep classes (same HD and B*T class) join it
+        around = {(near_cell[0] + step, *near_cell[1:]) for step in (-1, 0, 1)}
+        assert nearby and set(map(id, nearby)) <= set(map(id, fitted))
+        assert fitted == [g for g in groups if layout_rule.class_of(g.shape) in around]
     assert layout_rule.class_groups(groups, cell) == list(groups)  # no MQA group at all: every group
     every = [(n, h, t) for n in range(6) for h in range(3) for t in range(2)]
     assert {layout_rule.class_of(layout_rule.representative(c)) for c in every} == set(every)
