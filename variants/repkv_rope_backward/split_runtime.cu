@@ -7,8 +7,13 @@
 // blocks: one dinp word a thread, k over (token, j < 2*NH_KV, d < hdv), the sum of dout words
 // (token, NH + j*nrep + r, d), r < nrep, loaded GROUP at a time (predicated) and summed in float,
 // then rotated back once if j < NH_KV (k, not v), and rounded once. The position is t = token % T_,
-// its freqs_cis word t*hdv + d. Past a thread's first word, its token and position move on by
-// 32-bit divisions (as in split_runtime.cu).
+// its freqs_cis word t*hdv + d.
+// A run-time division costs some twenty instructions, and a 16-bit word's rotation keeps the
+// issue slots busy, so a copy thread divides only for its first word, (token, h, d, t) =
+// (base / (NH*hdv), ..., token % T_), and for the step blockDim.x = (st, sh, sd) in
+// (token, head, word): each later word adds the step with one carry from d into h and one from
+// h into the token (d + sd < 2*hdv, h + sh + 1 < 2*NH), and t wraps by a division only when it
+// passes T_.
 // Grid: ceil(tokens*NH*hdv / (blockDim.x*ITEMS)) copy blocks + ceil(tokens*2*NH_KV*hdv / blockDim.x)
 // reduce blocks, spread as split.cu spreads them.
 template <typename T, int VEC_BYTES, int ITEMS, int GROUP, int LOAD, int STORE, typename I>
@@ -44,22 +49,36 @@ __global__ void __launch_bounds__(256, 1) repkv_rope_backward_split_runtime(T* d
 
     if (role_q) {
         const I base = index * q_per_block + threadIdx.x;
-        const I token0 = base / q_row;
-        const int off0 = int(base - token0 * q_row);
-        const int t0 = int(token0 % T_);
+        const I unit = base / hdv;  // (token, h)
+        int d = int(base - unit * hdv);
+        I token = unit / NH;
+        int h = int(unit - token * NH);
+        int t = int(token % T_);
+        const int step_units = int(block) / hdv;
+        const int sd = int(block) - step_units * hdv;
+        const int st = step_units / NH;
+        const int sh = step_units - st * NH;
         W w[ITEMS];
         I to[ITEMS];
         int f[ITEMS];  // the freqs_cis word of each
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
+            if (i > 0) {
+                d += sd;
+                const int carry_d = d >= hdv;
+                d -= carry_d ? hdv : 0;
+                h += sh + carry_d;
+                const int carry_h = h >= NH;
+                h -= carry_h ? NH : 0;
+                token += st + carry_h;
+                t += st + carry_h;
+                if (t >= T_) t %= T_;
+            }
             if (base + I(i) * block < q_words) {
-                const int ahead = off0 + i * int(block);
-                const int step = ahead / int(q_row);
-                const I token = token0 + step;
-                const int off = ahead - step * int(q_row);
+                const int off = h * hdv + d;
                 w[i] = load_word<LOAD>(src + token * 3 * q_row + off);
                 to[i] = token * heads_in * hdv + off;
-                f[i] = ((t0 + step) % T_) * hdv + off % hdv;
+                f[i] = t * hdv + d;
             }
         }
 #pragma unroll
