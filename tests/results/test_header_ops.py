@@ -314,7 +314,15 @@ def test_an_mha_only_kernel_is_tried_in_the_nrep_1_class_alone() -> None:
     Fitted on MHA and GQA rows where it is the fastest at MHA."""
     mha, gqa = Shape(4, 1024, 32, 32, 128), Shape(4, 1024, 32, 8, 128)
     rotate = {"block": 128, "vec_bytes": 16, "words": 2, "load": "plain", "store": "plain"}
-    split = {"block": 256, "vec_bytes": 16, "items": 4, "group": 8, "load": "plain", "store": "plain"}
+    split = {
+        "block": 256,
+        "vec_bytes": 16,
+        "items": 4,
+        "group": 8,
+        "kv_items": 1,
+        "load": "plain",
+        "store": "plain",
+    }
     op = "repkv_rope_backward"
     rows = [
         trial("h100", mha, "bf16", "rotate_runtime", rotate, 0.050, number=0, op=op),

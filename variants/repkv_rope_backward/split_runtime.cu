@@ -4,19 +4,53 @@
 //
 // hdv = HD / N words per head, nrep = NH / NH_KV, both run-time values. Copy blocks: q runs over
 // (token, h < NH, d < hdv), ITEMS words blockDim.x apart a thread, each rotated back alone. Reduce
-// blocks: one dinp word a thread, k over (token, j < 2*NH_KV, d < hdv), the sum of dout words
-// (token, NH + j*nrep + r, d), r < nrep, loaded GROUP at a time (predicated) and summed in float,
-// then rotated back once if j < NH_KV (k, not v), and rounded once. The position is t = token % T_,
-// its freqs_cis word t*hdv + d.
+// blocks: k over (token, j < 2*NH_KV, d < hdv), KV_ITEMS dinp words blockDim.x apart a thread,
+// each the sum of dout words (token, NH + j*nrep + r, d), r < nrep, loaded GROUP replicas of
+// every word at a time (predicated) and summed in float, then rotated back once if j < NH_KV
+// (k, not v), and rounded once. The position is t = token % T_, its freqs_cis word t*hdv + d.
 // A run-time division costs some twenty instructions, and a 16-bit word's rotation keeps the
-// issue slots busy, so a copy thread divides only for its first word, (token, h, d, t) =
-// (base / (NH*hdv), ..., token % T_), and for the step blockDim.x = (st, sh, sd) in
-// (token, head, word): each later word adds the step with one carry from d into h and one from
-// h into the token (d + sd < 2*hdv, h + sh + 1 < 2*NH), and t wraps by a division only when it
-// passes T_.
-// Grid: ceil(tokens*NH*hdv / (blockDim.x*ITEMS)) copy blocks + ceil(tokens*2*NH_KV*hdv / blockDim.x)
-// reduce blocks, spread as split.cu spreads them.
-template <typename T, int VEC_BYTES, int ITEMS, int GROUP, int LOAD, int STORE, typename I>
+// issue slots busy, so a thread divides only for its first word, (token, h, d, t) =
+// (base / (heads*hdv), ..., token % T_), and for the step blockDim.x = (st, sh, sd) in
+// (token, head, word): each later word adds the step with one carry from d into the head and
+// one from the head into the token (d + sd < 2*hdv, h + sh + 1 < 2*heads), and t wraps by a
+// division only when it passes T_ (`SplitRuntimeWalk`). At small nrep a reduce thread of one word has little
+// to do beside that set-up; KV_ITEMS > 1 shares it (the compiled `split` gives ITEMS / NREP).
+// Grid: ceil(tokens*NH*hdv / (blockDim.x*ITEMS)) copy blocks + ceil(tokens*2*NH_KV*hdv /
+// (blockDim.x*KV_ITEMS)) reduce blocks, spread as split.cu spreads them.
+template <typename I>
+struct SplitRuntimeWalk {
+    I token;
+    int h, d, t;
+    int st, sh, sd;  // the step, blockDim.x words, in (token, head, word)
+    int heads, hdv, T_;
+
+    __device__ __forceinline__ SplitRuntimeWalk(I first, int heads_, int hdv_, int T, int step) : heads(heads_), hdv(hdv_), T_(T) {
+        const I unit = first / hdv;  // (token, head)
+        d = int(first - unit * hdv);
+        const I tk = unit / heads;
+        h = int(unit - tk * heads);
+        token = tk;
+        t = int(tk % T);
+        const int step_units = step / hdv;
+        sd = step - step_units * hdv;
+        st = step_units / heads;
+        sh = step_units - st * heads;
+    }
+
+    __device__ __forceinline__ void next() {
+        d += sd;
+        const int carry_d = d >= hdv;
+        d -= carry_d ? hdv : 0;
+        h += sh + carry_d;
+        const int carry_h = h >= heads;
+        h -= carry_h ? heads : 0;
+        token += st + carry_h;
+        t += st + carry_h;
+        if (t >= T_) t %= T_;
+    }
+};
+
+template <typename T, int VEC_BYTES, int ITEMS, int GROUP, int KV_ITEMS, int LOAD, int STORE, typename I>
 __global__ void __launch_bounds__(256, 1) repkv_rope_backward_split_runtime(T* dinp, const T* dout, const T* freqs_cis,
                                                                          int B, int T_, int NH, int NH_KV, int HD) {
     using V = Vec<T, VEC_BYTES>;
@@ -49,36 +83,19 @@ __global__ void __launch_bounds__(256, 1) repkv_rope_backward_split_runtime(T* d
 
     if (role_q) {
         const I base = index * q_per_block + threadIdx.x;
-        const I unit = base / hdv;  // (token, h)
-        int d = int(base - unit * hdv);
-        I token = unit / NH;
-        int h = int(unit - token * NH);
-        int t = int(token % T_);
-        const int step_units = int(block) / hdv;
-        const int sd = int(block) - step_units * hdv;
-        const int st = step_units / NH;
-        const int sh = step_units - st * NH;
+        SplitRuntimeWalk<I> at(base, NH, hdv, T_, int(block));
         W w[ITEMS];
         I to[ITEMS];
         int f[ITEMS];  // the freqs_cis word of each
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
-            if (i > 0) {
-                d += sd;
-                const int carry_d = d >= hdv;
-                d -= carry_d ? hdv : 0;
-                h += sh + carry_d;
-                const int carry_h = h >= NH;
-                h -= carry_h ? NH : 0;
-                token += st + carry_h;
-                t += st + carry_h;
-                if (t >= T_) t %= T_;
-            }
+            if (i > 0) at.next();
             if (base + I(i) * block < q_words) {
-                const int off = h * hdv + d;
+                const I token = at.token;
+                const int off = at.h * hdv + at.d;
                 w[i] = load_word<LOAD>(src + token * 3 * q_row + off);
                 to[i] = token * heads_in * hdv + off;
-                f[i] = t * hdv + d;
+                f[i] = at.t * hdv + at.d;
             }
         }
 #pragma unroll
@@ -90,26 +107,46 @@ __global__ void __launch_bounds__(256, 1) repkv_rope_backward_split_runtime(T* d
         return;
     }
 
-    const I kv_row = I(2) * NH_KV * hdv;  // K and V words per token of dinp
-    const I k = index * block + threadIdx.x;
-    if (k >= tokens * kv_row) return;
-    const I token = k / kv_row;
-    const int rest = int(k - token * kv_row);  // (j, d) within the token
-    const int j = rest / hdv;
-    const int d = rest - j * hdv;
-    const W* s = src + (token * 3 * NH + NH + I(j) * nrep) * hdv + d;
-    float acc[V::N] = {};
-    for (int r0 = 0; r0 < nrep; r0 += GROUP) {
-        W w[GROUP];
+    const I kv_words = tokens * 2 * NH_KV * hdv;
+    const I base = index * block * KV_ITEMS + threadIdx.x;
+    if (base >= kv_words) return;
+    SplitRuntimeWalk<I> at(base, 2 * NH_KV, hdv, T_, int(block));
+    const W* s[KV_ITEMS];
+    I to[KV_ITEMS];
+    int f[KV_ITEMS];  // the freqs_cis word of each; -1 for a V word (not rotated)
+    bool live[KV_ITEMS];
 #pragma unroll
-        for (int r = 0; r < GROUP; r++) {
-            if (r0 + r < nrep) w[r] = load_word<LOAD>(s + I(r0 + r) * hdv);
+    for (int i = 0; i < KV_ITEMS; i++) {
+        if (i > 0) at.next();
+        const I token = at.token;
+        live[i] = base + I(i) * block < kv_words;
+        s[i] = src + (token * 3 * NH + NH + I(at.h) * nrep) * hdv + at.d;
+        to[i] = (token * heads_in + NH + at.h) * hdv + at.d;
+        f[i] = at.h < NH_KV ? at.t * hdv + at.d : -1;
+    }
+    float acc[KV_ITEMS][V::N] = {};
+    for (int r0 = 0; r0 < nrep; r0 += GROUP) {
+        W w[KV_ITEMS][GROUP];
+#pragma unroll
+        for (int i = 0; i < KV_ITEMS; i++) {
+#pragma unroll
+            for (int r = 0; r < GROUP; r++) {
+                if (live[i] && r0 + r < nrep) w[i][r] = load_word<LOAD>(s[i] + I(r0 + r) * hdv);
+            }
         }
 #pragma unroll
-        for (int r = 0; r < GROUP; r++) {
-            if (r0 + r < nrep) V::accumulate(acc, w[r]);
+        for (int i = 0; i < KV_ITEMS; i++) {
+#pragma unroll
+            for (int r = 0; r < GROUP; r++) {
+                if (live[i] && r0 + r < nrep) V::accumulate(acc[i], w[i][r]);
+            }
         }
     }
-    if (j < NH_KV) rope_rotate<true, T, VEC_BYTES>(acc, freqs + int(token % T_) * hdv + d);
-    store_word<STORE>(dst + (token * heads_in + NH) * hdv + rest, V::pack(acc));
+#pragma unroll
+    for (int i = 0; i < KV_ITEMS; i++) {
+        if (live[i]) {
+            if (f[i] >= 0) rope_rotate<true, T, VEC_BYTES>(acc[i], freqs + f[i]);
+            store_word<STORE>(dst + to[i], V::pack(acc[i]));
+        }
+    }
 }
