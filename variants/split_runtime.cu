@@ -7,14 +7,17 @@
 // same offset off = q % (NH*hdv) of the token's dout row (3*NH*hdv words) and dinp row
 // (heads_in*hdv words). Each thread moves ITEMS words blockDim.x apart, all loads before the
 // first store.
-// Reduce blocks: one dinp word a thread, k over (token, j < 2*NH_KV, d < hdv); dinp word
-// (token, NH + j, d) sums dout words (token, NH + j*nrep + r, d), r < nrep (common.cuh). The
-// replicas are loaded GROUP at a time (a predicated, unrolled group), so GROUP loads are in
-// flight whatever nrep is, and summed in float in the order r = 0, 1, ...
-// Grid: ceil(tokens*NH*hdv / (blockDim.x*ITEMS)) copy blocks + ceil(tokens*2*NH_KV*hdv / blockDim.x)
-// reduce blocks. __launch_bounds__(256): the largest block launched (at 512, 128 registers a
-// thread spilled with 8-byte half-precision words, 8 items and 64-bit indices).
-template <typename T, int VEC_BYTES, int ITEMS, int GROUP, int LOAD, int STORE, typename I>
+// Reduce blocks: KV_ITEMS dinp words blockDim.x apart a thread, k over (token, j < 2*NH_KV,
+// d < hdv); dinp word (token, NH + j, d) sums dout words (token, NH + j*nrep + r, d), r < nrep
+// (common.cuh). The replicas of every word are loaded GROUP at a time (a predicated, unrolled
+// group), so KV_ITEMS*GROUP loads are in flight whatever nrep is, and summed in float in the
+// order r = 0, 1, ... At small nrep a thread of one word has little to do beside its index
+// math; KV_ITEMS > 1 shares it (the compiled `split` gives a thread ITEMS / NREP outputs).
+// Grid: ceil(tokens*NH*hdv / (blockDim.x*ITEMS)) copy blocks + ceil(tokens*2*NH_KV*hdv /
+// (blockDim.x*KV_ITEMS)) reduce blocks. __launch_bounds__(256): the largest block launched (at
+// 512, 128 registers a thread spilled with 8-byte half-precision words, 8 items and 64-bit
+// indices).
+template <typename T, int VEC_BYTES, int ITEMS, int GROUP, int KV_ITEMS, int LOAD, int STORE, typename I>
 __global__ void __launch_bounds__(256, 1) repkv_split_runtime(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
@@ -72,24 +75,47 @@ __global__ void __launch_bounds__(256, 1) repkv_split_runtime(T* dinp, const T* 
     }
 
     const I kv_row = I(2) * NH_KV * hdv;  // K and V words per token of dinp
-    const I k = index * block + threadIdx.x;
-    if (k >= tokens * kv_row) return;
-    const I token = k / kv_row;
-    const int rest = int(k - token * kv_row);  // (j, d) within the token
-    const int j = rest / hdv;
-    const int d = rest - j * hdv;
-    const W* s = src + (token * 3 * NH + NH + I(j) * nrep) * hdv + d;
-    float acc[V::N] = {};
-    for (int r0 = 0; r0 < nrep; r0 += GROUP) {
-        W w[GROUP];
+    const I kv_words = tokens * kv_row;
+    const I base = index * block * KV_ITEMS + threadIdx.x;
+    if (base >= kv_words) return;
+    // As the copy thread: one division of type I for the first word, 32-bit ones for the others.
+    const I token0 = base / kv_row;
+    const int rest0 = int(base - token0 * kv_row);
+    const W* s[KV_ITEMS];
+    I to[KV_ITEMS];
+    bool live[KV_ITEMS];
 #pragma unroll
-        for (int r = 0; r < GROUP; r++) {
-            if (r0 + r < nrep) w[r] = load_word<LOAD>(s + I(r0 + r) * hdv);
+    for (int i = 0; i < KV_ITEMS; i++) {
+        const int ahead = rest0 + i * int(block);
+        const int step = ahead / int(kv_row);
+        const I token = token0 + step;
+        const int rest = ahead - step * int(kv_row);  // (j, d) within the token
+        const int j = rest / hdv;
+        const int d = rest - j * hdv;
+        live[i] = base + I(i) * block < kv_words;
+        s[i] = src + (token * 3 * NH + NH + I(j) * nrep) * hdv + d;
+        to[i] = (token * heads_in + NH) * hdv + rest;
+    }
+    float acc[KV_ITEMS][V::N] = {};
+    for (int r0 = 0; r0 < nrep; r0 += GROUP) {
+        W w[KV_ITEMS][GROUP];
+#pragma unroll
+        for (int i = 0; i < KV_ITEMS; i++) {
+#pragma unroll
+            for (int r = 0; r < GROUP; r++) {
+                if (live[i] && r0 + r < nrep) w[i][r] = load_word<LOAD>(s[i] + I(r0 + r) * hdv);
+            }
         }
 #pragma unroll
-        for (int r = 0; r < GROUP; r++) {
-            if (r0 + r < nrep) V::accumulate(acc, w[r]);
+        for (int i = 0; i < KV_ITEMS; i++) {
+#pragma unroll
+            for (int r = 0; r < GROUP; r++) {
+                if (live[i] && r0 + r < nrep) V::accumulate(acc[i], w[i][r]);
+            }
         }
     }
-    store_word<STORE>(dst + (token * heads_in + NH) * hdv + rest, V::pack(acc));
+#pragma unroll
+    for (int i = 0; i < KV_ITEMS; i++) {
+        if (live[i]) store_word<STORE>(dst + to[i], V::pack(acc[i]));
+    }
 }

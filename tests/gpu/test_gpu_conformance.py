@@ -90,6 +90,9 @@ HUGE_CONFIGS = [
     Config.of("warp_per_head", warps=8, vec_bytes=16, load="ldg", store="plain"),
     Config.of("split", block=256, vec_bytes=16, items=4, load="ldcs", store="plain"),
     Config.of(
+        "split_runtime", block=256, vec_bytes=16, items=4, group=4, kv_items=2, load="ldg", store="plain"
+    ),
+    Config.of(
         "tile",
         block=128,
         vec_bytes=16,
@@ -116,7 +119,7 @@ def test_more_than_2_31_elements_in_bf16(session, config: Config) -> None:
 
 SAMPLED_CASES = [
     pytest.param(shape, DTYPES[dtype], config, id=f"{name}-{dtype}-{config.key}")
-    for family in ("bulk", "tile", "flat")
+    for family in ("bulk", "tile", "flat", "split_runtime")
     for name, shape in SHAPES.items()
     for dtype in DTYPES
     for config in random.Random(f"{family}-{name}-{dtype}").sample(
@@ -127,7 +130,7 @@ SAMPLED_CASES = [
 
 
 @pytest.mark.parametrize(("shape", "dtype", "config"), SAMPLED_CASES)
-def test_sampled_configurations_of_bulk_tile_and_flat(
+def test_sampled_configurations_of_bulk_tile_flat_and_split_runtime(
     session, shape: Shape, dtype: DType, config: Config
 ) -> None:
     """The block size alone (the sample above) leaves most of bulk's pipeline (stages,

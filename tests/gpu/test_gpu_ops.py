@@ -37,12 +37,12 @@ HUGE_MHA = Shape(2, 65536, 48, 48, 128)
 
 def sample(op: Op, shape: Shape, dtype: DType) -> list[Config]:
     """For every family: one random valid configuration per block size, vector width, count
-    of words a thread, replica group and items a thread, plus the baseline."""
+    of words a thread, replica group, items a thread and K/V items a thread, plus the baseline."""
     rng = random.Random(f"{op.name}-{shape}-{dtype.name}")
     picked: list[Config] = []
     for family in op.families.values():
         valid = family.valid_configs(shape, dtype)
-        for axis in ("block", "vec_bytes", "words", "group", "items"):
+        for axis in ("block", "vec_bytes", "words", "group", "items", "kv_items"):
             for value in sorted({c.values[axis] for c in valid if axis in c.values}):
                 choice = rng.choice([c for c in valid if c.values[axis] == value])
                 if choice not in picked:
@@ -92,6 +92,7 @@ HUGE_CONFIGS = (
     Config.of("flat", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
     Config.of("flat_runtime", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
     Config.of("split", block=256, vec_bytes=16, items=4, load="ldcs", store="stcs"),
+    Config.of("split_runtime", block=256, vec_bytes=16, items=4, kv_items=2, load="ldcs", store="stcs"),
     Config.of("rotate_runtime", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
 )
 

@@ -54,7 +54,7 @@ def test_launch_and_grid_terms_agree_and_cover_the_output(op, family) -> None:
                 if family.name in ("split", "split_runtime"):  # query-word blocks, then K/V-word blocks
                     q_blocks, kv_blocks = family.blocks(shape, dtype, p)
                     hdv = shape.HD * dtype.itemsize // p["vec_bytes"]
-                    kv_items = family.kv_items(shape, p) if family.name == "split" else p.get("kv_items", 1)
+                    kv_items = family.kv_items(shape, p) if family.name == "split" else p["kv_items"]
                     covered = [
                         (q_blocks, p["items"], shape.NH * hdv),
                         (kv_blocks, kv_items, 2 * shape.NH_KV * hdv),
