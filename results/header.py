@@ -121,13 +121,9 @@ def _layout_shape(row_shape: Shape, tokens: int) -> Shape:
     B*T, so a probe skips Shape's validation: its B*T may pass the limits of a request
     (variants.shape), and the layout is a tuned row's."""
     probe = object.__new__(Shape)
-    for name, value in zip(("B", "T", "NH", "NH_KV", "HD"), (1, tokens, *_layout(row_shape)), strict=True):
+    for name, value in zip(("B", "T", "NH", "NH_KV", "HD"), (1, tokens, *row_shape.layout), strict=True):
         object.__setattr__(probe, name, value)
     return probe
-
-
-def _layout(shape: Shape) -> tuple[int, int, int]:
-    return shape.NH, shape.NH_KV, shape.HD
 
 
 def _expression_at(family: Family, shape: Shape, dtype: DType, config: variants.Config) -> str | None:

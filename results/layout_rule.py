@@ -164,7 +164,7 @@ MIN_CLASS_LAYOUTS = 2  # head layouts a class is fitted on, at least, where the 
 
 
 def _layouts(groups: Iterable[TunedGroup]) -> int:
-    return len({(g.shape.NH, g.shape.NH_KV, g.shape.HD) for g in groups})
+    return len({g.shape.layout for g in groups})
 
 
 def class_groups(groups: Sequence[TunedGroup], cell: Cell) -> list[TunedGroup]:

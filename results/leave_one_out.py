@@ -203,10 +203,8 @@ def leave_layout_out(frame_or_index: pd.DataFrame | StoreIndex) -> pd.DataFrame:
     index = frame_or_index if isinstance(frame_or_index, StoreIndex) else build_index(frame_or_index)
     rows = []
     for group in index.groups.values():
-        layout = (group.shape.NH, group.shape.NH_KV, group.shape.HD)
-        same_layout = {
-            g.key for g in index.groups_of(group.gpu) if layout == (g.shape.NH, g.shape.NH_KV, g.shape.HD)
-        }
+        layout = group.shape.layout
+        same_layout = {g.key for g in index.groups_of(group.gpu) if layout == g.shape.layout}
         choice = choose(index.groups_of(group.gpu), group.shape, group.dtype, exclude=same_layout)
         rows.append(_row(group, choice))
     return pd.DataFrame(rows, columns=COLUMNS)

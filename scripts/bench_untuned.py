@@ -50,7 +50,7 @@ import variants  # noqa: E402
 from results.best import winners  # noqa: E402
 from results.header import export_table, plan  # noqa: E402
 from results.index import build_index  # noqa: E402
-from results.selection import select, shortlist  # noqa: E402
+from results.selection import nearest_choices, select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
 from variants import Config, Shape, get_dtype  # noqa: E402
 
@@ -91,8 +91,8 @@ def without_layout(rows: pd.DataFrame, op: str, shape: Shape) -> pd.DataFrame:
 
 def stored_shapes(index, gpu: str, layouts: list[tuple[int, int, int]]) -> list[Shape]:
     """Every shape of the index's GPU at these head layouts."""
-    found = {g.shape for g in index.groups_of(gpu) if (g.shape.NH, g.shape.NH_KV, g.shape.HD) in layouts}
-    return sorted(found, key=lambda s: (layouts.index((s.NH, s.NH_KV, s.HD)), s.tokens))
+    found = {g.shape for g in index.groups_of(gpu) if g.shape.layout in layouts}
+    return sorted(found, key=lambda s: (layouts.index(s.layout), s.tokens))
 
 
 def main() -> int:
@@ -105,6 +105,13 @@ def main() -> int:
     parser.add_argument("--op", default=variants.DEFAULT_OP, choices=list(variants.OPS))
     parser.add_argument("--hold-out", action="store_true", help="plan each stored shape without its layout")
     parser.add_argument("--layouts", help="with --hold-out: comma list of presets (tuner/cli/presets.py)")
+    parser.add_argument(
+        "--explore",
+        type=int,
+        default=0,
+        help="also time the first N configurations the rule would serve, at most 2 of a family "
+        "(column explored: every timed configuration's ms, to weigh other shortlists offline)",
+    )
     args = parser.parse_args()
     dtypes = args.dtype.split(",")
     op = variants.get_op(args.op)
@@ -122,6 +129,7 @@ def main() -> int:
     header_table = None if args.hold_out else export_table(index, args.gpu)
 
     plans = {}
+    extra: dict[tuple[Shape, str], list[Config]] = {}
     for shape in shapes:
         planned = index
         if args.hold_out:
@@ -134,12 +142,16 @@ def main() -> int:
             assert served is not None and listed, (shape, name)
             header = header_choice(header_table, shape, dtype, op.name)
             stored_best = select(index, args.gpu, shape, dtype) if args.hold_out else None
+            explored = nearest_choices(
+                planned.groups_of(args.gpu), shape, dtype, args.explore, 2, family_cap=2
+            )
             plans[(shape, name)] = (
                 served.candidate.config,
                 [c.candidate.config for c in listed],
                 header,
                 stored_best.candidate.config if stored_best is not None else None,
             )
+            extra[(shape, name)] = [c.candidate.config for c in explored] if args.explore else []
         print(f"planned {shape.key}", flush=True)
 
     if not args.hold_out:
@@ -162,7 +174,7 @@ def main() -> int:
     kernel1 = op.baseline
     work = []
     for (shape, name), (served, listed, header, tuned) in plans.items():
-        for config in dict.fromkeys([served, *listed, header, tuned, kernel1]):
+        for config in dict.fromkeys([served, *listed, header, tuned, kernel1, *extra[(shape, name)]]):
             if config is not None:
                 work.append((shape, get_dtype(name), config))
     runner.prepare(work)  # every kernel compiled at once, in parallel
@@ -176,7 +188,12 @@ def main() -> int:
                 ).all(axis=1)
                 win = best[mask].iloc[0]
                 tuned = Config(win["family"], tuple(sorted(json.loads(win["params"]).items())))
-            configs = [c for c in dict.fromkeys([served, *listed, tuned, header, kernel1]) if c is not None]
+            explored = extra[(shape, name)]
+            configs = [
+                c
+                for c in dict.fromkeys([served, *listed, tuned, header, kernel1, *explored])
+                if c is not None
+            ]
             times: dict[Config, float] = {}
             copy_ms = float("inf")
             for _ in range(3):
@@ -203,6 +220,8 @@ def main() -> int:
                 "kernel1_ms": times.get(kernel1),
                 "op": op.name,
                 "copy_ms": copy_ms,
+                "listed": json.dumps([c.key for c in listed]),
+                "explored": json.dumps({c.key: times.get(c) for c in dict.fromkeys([*listed, *explored])}),
             }
             row["served_vs_tuned"] = row["served_ms"] / row["tuned_ms"]
             row["raced_vs_tuned"] = row["raced_ms"] / row["tuned_ms"]

@@ -94,6 +94,11 @@ class Shape:
         return self.NH // self.NH_KV
 
     @property
+    def layout(self) -> tuple[int, int, int]:
+        """The head layout (NH, NH_KV, HD): what a model fixes, B and T aside."""
+        return self.NH, self.NH_KV, self.HD
+
+    @property
     def tokens(self) -> int:
         return self.B * self.T
 

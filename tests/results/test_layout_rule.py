@@ -76,7 +76,7 @@ def test_a_class_is_fitted_on_its_own_groups_else_its_nrep_class_else_all() -> N
     nearby = [g for g in groups if layout_rule.class_of(g.shape) == layout_rule.class_of(NEAR)]
     near_cell = layout_rule.class_of(NEAR)
     fitted = layout_rule.class_groups(groups, near_cell)
-    if len({(g.shape.NH, g.shape.NH_KV, g.shape.HD) for g in nearby}) >= layout_rule.MIN_CLASS_LAYOUTS:
+    if len({g.shape.layout for g in nearby}) >= layout_rule.MIN_CLASS_LAYOUTS:
         assert nearby and fitted == nearby
     else:  # one layout is no rule: its neighbouring nrep classes (same HD and B*T class) join it
         around = {(near_cell[0] + step, *near_cell[1:]) for step in (-1, 0, 1)}

@@ -20,5 +20,5 @@ def test_models_by_loose_name_and_the_batch_seq_grid() -> None:
         get_model("gpt-5")
     shapes = model_shapes(["llama3-70b", "Mistral 7B"], (1, 8), (1024, 4096))
     assert len(shapes) == 8
-    assert {(s.NH, s.NH_KV, s.HD) for s in shapes} == {(64, 8, 128), (32, 8, 128)}
+    assert {s.layout for s in shapes} == {(64, 8, 128), (32, 8, 128)}
     assert {(s.B, s.T) for s in shapes} == {(1, 1024), (1, 4096), (8, 1024), (8, 4096)}
