@@ -149,6 +149,13 @@ def test_best_json_of_nothing_is_an_empty_list(tmp_path: Path, capsys) -> None:
     assert json.loads(captured.out) == [] and "no trial rows" in captured.err
 
 
+def test_best_of_a_gpu_the_results_lack_is_a_usage_error(recording: Path, capsys) -> None:
+    for fmt in ("table", "json", "csv"):
+        line = _refused(["best", "--results", str(recording), "--gpu", "h100", "--format", fmt], capsys)
+        assert "no results for GPU 'h100'; the results hold h200" in line
+    assert capsys.readouterr().out == ""
+
+
 def write_split_cold_vec_fed(directory: Path) -> None:
     """One h200 group: split fastest cold, vec timed fed alone (synthetic rows)."""
     from results.store import write_table

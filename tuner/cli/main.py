@@ -77,6 +77,11 @@ def cmd_best(args: argparse.Namespace) -> int:
         print(f"skipped {path}: {why}", file=sys.stderr)
     frame = rows_of_op(frame, args.op)
     if args.gpu:
+        held = sorted(set(frame["gpu"]))
+        if held and args.gpu not in held:  # a GPU label the results do not have: a usage error
+            raise UsageError(
+                f"no results for GPU '{args.gpu}'; the results hold {', '.join(held)} (in {where})"
+            )
         frame = frame[frame["gpu"] == args.gpu]
     if frame.empty:
         of_op = "" if args.op == DEFAULT_OP else f" of {args.op}"
