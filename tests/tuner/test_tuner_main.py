@@ -110,3 +110,21 @@ def test_with_it_the_cli_runs() -> None:
     from tuner.__main__ import main
 
     assert main(["variants", "--shape", SMALL, "--dtype", "bf16"]) == 0
+
+
+@pytest.mark.parametrize("argv", [["export", "--gpu", "h200"], ["variants"], ["best", "--format", "csv"]])
+def test_a_reader_that_stops_early_gets_no_traceback(argv: list[str], tmp_path: Path) -> None:
+    """`python -m tuner ... | head -1`: the pipe's reader is gone, the command ends quietly."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REPKV_RESULTS_DIR": str(tmp_path / "none")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tuner", *argv],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # gone before the first line is written: however large a pipe holds
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
