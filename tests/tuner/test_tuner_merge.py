@@ -56,3 +56,15 @@ def test_merge_leaves_out_rows_with_a_null_time_and_says_so_in_one_line(tmp_path
     assert len(lines) == 1 and "run-a.parquet: 2 rows left out (time_ms is null: 2)" in lines[0]
     frame, report = load_results(out)
     assert len(frame) == 3 and not report.dropped
+
+
+def test_merge_into_a_file_or_an_unwritable_place_is_one_line(tmp_path: Path, capsys) -> None:
+    a = tmp_path / "a"
+    write_table(_rows("run-a", 4), a / "h200", "run-a")
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a directory")
+    for out in (a_file, a_file / "out"):
+        assert main(["merge", str(a), "-o", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and str(a_file) in err[0], err
+    assert a_file.read_text() == "not a directory"

@@ -113,7 +113,14 @@ def run_merge(sources: list[Path], target: Path) -> int:
     if missing:
         print(f"error: no directory {missing[0]}", file=sys.stderr)
         return 2
-    report = merge(sources, target)
+    if Path(target).exists() and not Path(target).is_dir():
+        print(f"error: -o {target} is not a directory: give a directory to write", file=sys.stderr)
+        return 2
+    try:
+        report = merge(sources, target)
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename or target}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     for path, why in report.skipped.items():
         print(f"skipped {path}: {why}", file=sys.stderr)
     for path, reasons in report.dropped.items():
