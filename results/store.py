@@ -190,7 +190,7 @@ def read_table(path: Path) -> pa.Table:
             data = handle.read()
         table = pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
-        raise CorruptResults(f"{path.name}: unreadable parquet ({exc})") from exc
+        raise CorruptResults(f"unreadable parquet ({exc})") from exc  # the reader names the file
     return complete_params(upgrade(table))
 
 

@@ -214,3 +214,18 @@ def test_best_and_export_read_the_results_directory_alone_with_no_bundled(
     assert f"1 tuned shapes of h200 written to {exported}" in capsys.readouterr().err
     assert main(argv) == 0
     assert "1 tuned shapes" not in capsys.readouterr().err  # with the bundled shapes: more
+
+
+def test_best_and_export_name_each_unreadable_file_once(recording: Path, tmp_path: Path) -> None:
+    import shutil
+
+    results = tmp_path / "results"
+    shutil.copytree(recording, results)
+    (results / "h200").mkdir(exist_ok=True)
+    (results / "h200" / "broken.parquet").write_bytes(b"not parquet")
+    for argv in (["best"], ["export", "--format", "json"]):
+        proc = _tuner(*argv, "--results", str(results))
+        assert proc.returncode == 0, proc.stderr
+        lines = [line for line in proc.stderr.splitlines() if "broken.parquet" in line]
+        assert len(lines) == 1 and lines[0].count("broken.parquet") == 1, proc.stderr
+        assert "unreadable parquet" in lines[0]

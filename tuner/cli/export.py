@@ -45,9 +45,7 @@ def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path)
 
 def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Exception]) -> int:
     dirs = [args.results] if args.results else read_dirs(bundled=args.bundled)
-    frame, report = load_results(dirs)
-    for path, why in report.skipped.items():
-        print(f"skipped {path}: {why}", file=sys.stderr)
+    frame, report = load_results(dirs)  # each file skipped, or row dropped, is logged once as it loads
     index = build_index(frame, report)
     gpu = args.gpu
     if gpu is None:

@@ -71,10 +71,8 @@ def cmd_best(args: argparse.Namespace) -> int:
     from tuner.cli.report import render_winners, winners_table, write_winners
 
     dirs = [args.results] if args.results else read_dirs(bundled=args.bundled)
-    frame, report = load_results(dirs)
+    frame, _ = load_results(dirs)  # each file skipped, or row dropped, is logged once as it loads
     where = " and ".join(map(str, dirs))
-    for path, why in report.skipped.items():
-        print(f"skipped {path}: {why}", file=sys.stderr)
     frame = rows_of_op(frame, args.op)
     if args.gpu:
         held = sorted(set(frame["gpu"]))
