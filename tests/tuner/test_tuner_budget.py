@@ -62,3 +62,15 @@ def test_the_study_keys_are_read_from_other_workers_files(tmp_path) -> None:
     assert watch.study_keys("s") == {written.key} and watch.study_keys("t") == set()
     watch_other_shape = StoreWatch(tmp_path, "h200", F.SHAPE, BF16)
     assert watch_other_shape.study_keys("s") == set()
+
+
+def test_a_parquet_of_another_schema_is_skipped_naming_the_missing_column(tmp_path, caplog) -> None:
+    import pandas as pd
+
+    written = _dead_workers_row(tmp_path, "s")
+    pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}).to_parquet(tmp_path / "h200" / "other.parquet")
+    with caplog.at_level("WARNING", logger="tuner.study.store_watch"):
+        watch = StoreWatch(tmp_path, "h200", F.SMALL, BF16)
+    assert watch.study_keys("s") == {written.key}
+    (message,) = [r.getMessage() for r in caplog.records if "other.parquet" in r.getMessage()]
+    assert message.endswith("required column 'gpu' is missing"), message

@@ -95,7 +95,7 @@ class StoreWatch:
         for path in self._changed():
             try:
                 self._keys[str(path)], self._studies[str(path)] = self._keys_of(path)
-            except (OSError, pa.ArrowException, KeyError) as exc:
+            except (OSError, pa.ArrowException, KeyError, CorruptResults) as exc:
                 log.warning("skipping results file %s: %s", path, exc)
                 self._keys.pop(str(path), None)
                 self._studies.pop(str(path), None)
@@ -107,6 +107,9 @@ class StoreWatch:
             data = handle.read()
         parquet = pq.ParquetFile(pa.BufferReader(data))
         present = set(parquet.schema_arrow.names)
+        lacking = [c for c in KEY_COLUMNS if c not in present and c not in OPTIONAL_KEY_COLUMNS]
+        if lacking:  # not a file of trial rows (as results.store says of it)
+            raise CorruptResults(f"required column {lacking[0]!r} is missing")
         columns = [c for c in KEY_COLUMNS if c in present or c not in OPTIONAL_KEY_COLUMNS]
         frame = parquet.read(columns=columns).to_pandas()
         rows = answering_rows(frame, self.gpu, self.shape, self.dtype, self.families, self.hold_us, self.l2)
