@@ -36,6 +36,9 @@ MAX_DIM = 2**24
 GENERIC_BLOCK = 256
 # dinp elements that one thread per element at GENERIC_BLOCK launches within CUDA's grid (2^31-1).
 MAX_ELEMENTS = GENERIC_BLOCK * INT32_MAX
+# Heads a token, or a head's size, that no model reaches: a shape over MAX_ELEMENTS with one of
+# them above this is blamed on it rather than on B*T.
+USUAL_HEAD_LIMIT = 1024
 
 _FIELDS = ("B", "T", "NH", "NH_KV", "HD")
 
@@ -63,8 +66,11 @@ def limit_problem(B: int, T: int, NH: int, NH_KV: int, HD: int) -> tuple[str, st
         )
     elements = B * T * (NH + 2 * NH_KV) * HD
     if elements > MAX_ELEMENTS:
-        return "B", (
-            f"B*T = {B * T} tokens make dinp {elements} elements, over the kernels' limit {MAX_ELEMENTS} "
+        # blamed on a head dimension where it is beyond any model's, else on the tokens
+        field = "HD" if HD > USUAL_HEAD_LIMIT else "NH" if NH + 2 * NH_KV > USUAL_HEAD_LIMIT else "B"
+        return field, (
+            f"dinp would hold B*T*(NH+2*NH_KV)*HD = {B * T}*{NH + 2 * NH_KV}*{HD} = {elements} elements, "
+            f"over the kernels' limit {MAX_ELEMENTS} "
             f"(one thread an element at block {GENERIC_BLOCK} within CUDA's 2^31-1 blocks)"
         )
     return None

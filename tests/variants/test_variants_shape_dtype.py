@@ -71,6 +71,15 @@ def test_a_shape_past_what_the_kernels_launch_is_refused_naming_the_limit() -> N
         Shape.parse("B=16777216,T=16777216,NH=32,NH_KV=8,HD=128")  # the command line's --shape
 
 
+def test_a_shape_past_the_limit_by_its_head_size_blames_the_head_size() -> None:
+    with pytest.raises(InvalidShape, match=r"8192\*48\*16777216") as caught:
+        Shape(8, 1024, 32, 8, 2**24)
+    assert caught.value.field == "HD"
+    with pytest.raises(InvalidShape) as caught:
+        Shape(8, 1024, 2**23, 2**22, 64)
+    assert caught.value.field == "NH"
+
+
 def test_the_element_limit_is_the_generic_launch_within_cudas_grid() -> None:
     from results.selection import GENERIC_BLOCK
     from variants.family import MAX_GRID
