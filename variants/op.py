@@ -72,6 +72,13 @@ class Op:
     # where NH == NH_KV the output holds the input's bytes unchanged (nothing replicated or
     # summed): the header's entry point and the PyTorch op copy instead of launching a kernel
     copies_without_replicas: bool = False
+    # a rule of the op itself, which every family keeps (RoPE rotates pairs: HD must be even):
+    # shape -> why none of its kernels serves the shape, or None
+    shape_rule: Callable[[Shape], str | None] | None = None
+
+    def rejection(self, shape: Shape) -> str | None:
+        """Why no kernel of the op serves `shape` whatever its configuration, or None."""
+        return self.shape_rule(shape) if self.shape_rule is not None else None
 
     @property
     def kernel_arguments(self) -> str:

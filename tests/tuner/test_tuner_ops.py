@@ -63,6 +63,18 @@ def test_an_unknown_op_or_a_family_of_another_op_is_refused(tmp_path: Path) -> N
         )
 
 
+@pytest.mark.parametrize("op_name", ["rope_repkv_forward", "repkv_rope_backward"])
+def test_a_shape_no_kernel_of_the_op_serves_is_refused_saying_why(op_name: str, tmp_path: Path) -> None:
+    """Odd HD for a RoPE op: refused before anything runs, with the op's rule (it was a
+    misleading "the recording has no copy time" in a replay)."""
+    runner = BenchRunner(op_bench(op_name), IDENTITY, op_copy_ms(op_name))
+    odd = Shape(2, 64, 8, 2, 127)
+    with pytest.raises(TuneError, match=f"{op_name} cannot run B=2,T=64,NH=8,NH_KV=2,HD=127: HD=127 is odd"):
+        tune(TuneRequest(op=op_name, shapes=(SMALL, odd), results_dir=tmp_path), runner=runner)
+    assert not runner.calls
+    assert OPS["repkv_backward"].rejection(odd) is None
+
+
 def test_best_shows_one_ops_winners(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from trial_rows import trial
 
