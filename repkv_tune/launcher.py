@@ -47,7 +47,7 @@ class Launcher:
     block: int
     config_key: str
     config: Config
-    served_from: str  # "exact", "nearest", "raced", "generic"
+    served_from: str  # "exact", "partial", "nearest", "raced", "generic"
     _keep: tuple  # the module and ctypes objects the addresses point into
     race: tuple[tuple[str, float], ...] = ()  # (configuration, median ms) when raced
     op: str = DEFAULT_OP

@@ -268,8 +268,8 @@ def served(
     device: int = 0,
     op: str = _launcher.DEFAULT_OP,
 ) -> tuple[str, str, tuple[tuple[str, float], ...]]:
-    """(configuration key, how it was chosen: "exact" | "nearest" | "raced" | "generic"; both
-    "copy" where the op copies at NH == NH_KV instead of launching a kernel; the
+    """(configuration key, how it was chosen: "exact" | "partial" | "nearest" | "raced" |
+    "generic"; both "copy" where the op copies at NH == NH_KV instead of launching a kernel; the
     race's (configuration, median ms) if one was run) of `op`'s kernel (default: the repkv
     backward; any of variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling
     (and, for the backward, racing) it if needed."""

@@ -75,6 +75,7 @@ class TunedGroup:
     baseline_ms: float | None
     trials: int
     l2: str = L2_COLD  # the L2 state its candidates were timed in (results.schema.L2_STATES)
+    op: str = variants.DEFAULT_OP  # the op whose rows these are (variants.OPS)
 
     @property
     def key(self) -> GroupKey:
@@ -98,6 +99,25 @@ class TunedGroup:
     def time_of(self, config_key: str) -> float | None:
         """The configuration's time here (`comparable_times`); None where it has none."""
         return self.comparable_times.get(config_key)
+
+    @functools.cached_property
+    def families(self) -> frozenset[str]:
+        """The families of its correct configurations."""
+        return frozenset(candidate.family.name for candidate in self.candidates)
+
+    @functools.cached_property
+    def partial(self) -> bool:
+        """Whether it is a search of one family only, not a tuning of the op: all its correct
+        configurations are of one family while at least two of the op's families serve its shape
+        and dtype (`python -m tuner --family X` at a shape nothing else tuned). Worked out once."""
+        if len(self.families) != 1:
+            return False
+        serving = [
+            family
+            for family in variants.get_op(self.op).families.values()
+            if family.valid_configs(self.shape, self.dtype)
+        ]
+        return len(serving) >= 2
 
 
 @dataclass(frozen=True)
@@ -346,6 +366,7 @@ def build_index(
             baseline_ms=baselines.get(key),
             trials=trials.get(key, len(candidates)),
             l2=l2,
+            op=op,
         )
         groups[group.key] = group
     if unusable:

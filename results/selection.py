@@ -1,6 +1,8 @@
 """Choosing the configuration to serve for a requested shape.
 
-A tuned (GPU, shape, dtype) answers a request exactly when shape and dtype are equal.
+A tuned (GPU, shape, dtype) answers a request exactly when shape and dtype are equal
+(match "partial" where its trials are of one family while others serve the shape:
+`TunedGroup.partial`).
 Otherwise the tuned shapes of the same GPU are ranked by (tier, distance):
 
     tier 0: same dtype and same head layout (NH, NH_KV, HD)
@@ -49,7 +51,9 @@ class Choice:
     candidate: Candidate
     rank: int  # 0: that shape's winner
     recipe: Recipe  # for the requested shape
-    match: Literal["exact", "nearest"]
+    # "partial": the requested shape and dtype, but a group of one family's trials where other
+    # families serve the shape (`TunedGroup.partial`); "exact" and "nearest" otherwise
+    match: Literal["exact", "partial", "nearest"]
     tier: int
     distance: float
 
@@ -110,7 +114,7 @@ def serving(
                     candidate=candidate,
                     rank=rank,
                     recipe=recipe,
-                    match="exact" if exact else "nearest",
+                    match=("partial" if group.partial else "exact") if exact else "nearest",
                     tier=t,
                     distance=d,
                 )
@@ -158,7 +162,8 @@ def shortlist(
     then the best of the next nearest tuned shapes (at most `per_group` from each, each of
     another family: a group's runner-up of its winner's family would race the same kernel
     twice), distinct configurations only. An exact match is the whole list: it was measured
-    there."""
+    there; a partial one (`TunedGroup.partial`: one family searched) leads the nearest shapes'
+    picks."""
     for label in source_gpus(index, gpu, other_gpus):
         found = nearest_choices(index.groups_of(label), shape, dtype, size, per_group, distinct_families=True)
         if found:

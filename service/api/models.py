@@ -124,14 +124,18 @@ class BestAnswer(BaseModel):
     )
     shape: ShapeModel = Field(description="the requested shape")
     dtype: str
-    match: Literal["exact", "nearest"]
+    match: Literal["exact", "partial", "nearest"] = Field(
+        description="exact: this shape and dtype were tuned on the GPU; partial: they were, but "
+        "only one kernel family was searched there while others can serve them (`python -m tuner "
+        "--family`), so a faster family may exist; nearest: served from the nearest tuned shape"
+    )
     tuned_shape: ShapeModel = Field(description="the tuned shape the configuration was measured at")
     tuned_dtype: str
     tier: int = Field(
         description="0: same dtype and head layout (NH, NH_KV, HD) as the tuned shape; 1: same "
-        "dtype, another layout; 2: another dtype (an exact match is tier 0)"
+        "dtype, another layout; 2: another dtype (an exact or partial match is tier 0)"
     )
-    distance: float = Field(description="0 for an exact match; see the service's README section")
+    distance: float = Field(description="0 for an exact or partial match; see the service's README section")
     rank: int = Field(description="0 when the tuned shape's winner is served, n for its n-th runner-up")
     l2: L2State = Field(
         "cold",
@@ -152,7 +156,7 @@ class BestAnswer(BaseModel):
         None,
         description="for a nearest answer, how nearest answers of its tier have done on the "
         "results of `measured_gpu` (leave-one-out, within that GPU: nothing about answering one "
-        "GPU from another's results); null for an exact match",
+        "GPU from another's results); null for an exact or partial match",
     )
 
 

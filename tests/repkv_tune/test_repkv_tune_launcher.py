@@ -177,3 +177,24 @@ def test_an_untuned_shape_races_for_the_default_op_only(fake_device, monkeypatch
     assert seen == ["rope_repkv_forward"] and len(raced) == 1  # the served one, no race
     assert (launcher.config_key, launcher.served_from) == (other.key, "nearest")
     assert compiled[-1] == ("rope_repkv_forward", other.key, "nearest")
+
+
+def test_a_shape_searched_for_one_family_races_its_best_against_the_nearest_shapes(
+    fake_device, tmp_path
+) -> None:
+    """A user's `python -m tuner --family split` at a shape the store never tuned: the op
+    serves that split first ("partial") but races it against the nearest shapes' picks."""
+    from trial_rows import SPLIT16, trial
+
+    from results.store import write_table
+
+    launchers, compiled, raced = fake_device
+    shape = Shape(3, 1000, 32, 8, 128)
+    rows = [trial("h200", shape, "bf16", "split", SPLIT16, 0.05)]
+    write_table(rows, tmp_path / "no-user-results", "synthetic-split-only")
+    launcher = launchers.get(((3, 1000, 32, 8, 128), "bf16", 0))
+    split = Config.of("split", **SPLIT16).key
+    assert len(raced) == 1 and raced[0][0] == split and len(raced[0]) >= 2
+    assert compiled[0] == ("repkv_backward", split, "partial")
+    assert {served for _, _, served in compiled[1:]} == {"nearest"}
+    assert launcher.config_key == raced[0][-1]  # the fake race keeps the last

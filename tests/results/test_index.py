@@ -5,9 +5,10 @@ import json
 import pandas as pd
 from trial_rows import GATHER, NAIVE128, S1, S2, SPLIT16, VEC16, h100_rows, trial
 
+import variants
 from results.best import winners
-from results.index import build_index, parse_config
-from results.schema import DEFAULT_HOLD_US
+from results.index import build_index, parse_config, shape_tuple
+from results.schema import DEFAULT_HOLD_US, Status
 from results.store import empty_frame
 
 
@@ -153,3 +154,44 @@ def test_an_unknown_l2_state_is_a_clear_error() -> None:
 
     with pytest.raises(ValueError, match="unknown L2 state 'warm': one of cold, fed"):
         build_index(pd.DataFrame(fed_and_cold_rows())).in_state("warm")
+
+
+def test_a_group_of_one_family_where_others_serve_is_partial() -> None:
+    """`python -m tuner --family split` at a shape nothing else tuned: its group holds split
+    alone while every family of the op serves the shape, so it is partial; a group of two
+    families, the baseline's included, is not."""
+    odd = variants.Shape(2, 640, 32, 8, 128)
+    rows = [
+        *h100_rows(),
+        trial("h100", odd, "bf16", "split", SPLIT16, 0.05, number=0),
+        trial("h100", odd, "bf16", "split", {**SPLIT16, "block": 256}, 0.06, number=1),
+        trial("h100", S1, "fp16", "vec", VEC16, 0.10, number=0),
+        trial("h100", S1, "fp16", "naive", NAIVE128, 0.70, number=1),
+        # a failed trial of another family does not make the group complete
+        trial("h100", odd, "bf16", "vec", VEC16, 0.0, status=Status.CRASH, number=2),
+    ]
+    index = build_index(pd.DataFrame(rows))
+    searched = index.groups[("h100", shape_tuple(odd), "bf16")]
+    assert searched.families == {"split"} and len(searched.candidates) == 2
+    assert searched.partial
+    assert not index.groups[("h100", shape_tuple(S1), "bf16")].partial  # naive, vec and split
+    assert not index.groups[("h100", shape_tuple(S1), "fp16")].partial  # vec and naive
+    assert index.groups[("h100", shape_tuple(S2), "bf16")].families == {"naive", "gather"}
+    assert not index.groups[("h100", shape_tuple(S2), "bf16")].partial
+
+
+def test_one_family_is_not_partial_where_no_other_family_serves() -> None:
+    """repkv_forward at HD=3 in bf16: only naive serves (the others need whole words of a
+    head), so a group of naive alone is a complete tuning of that shape."""
+    odd_head = variants.Shape(2, 64, 32, 8, 3)
+    bf16 = variants.get_dtype("bf16")
+    forward = variants.get_op("repkv_forward")
+    assert [n for n, f in forward.families.items() if f.valid_configs(odd_head, bf16)] == ["naive"]
+    rows = [
+        trial("h100", odd_head, "bf16", "naive", NAIVE128, 0.01, op="repkv_forward"),
+        trial("h100", S1, "bf16", "vec", VEC16, 0.10, op="repkv_forward"),
+    ]
+    index = build_index(pd.DataFrame(rows), op="repkv_forward")
+    alone = index.groups[("h100", shape_tuple(odd_head), "bf16")]
+    assert alone.op == "repkv_forward" and alone.families == {"naive"} and not alone.partial
+    assert index.groups[("h100", shape_tuple(S1), "bf16")].partial  # vec alone, where four serve

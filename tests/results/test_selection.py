@@ -119,3 +119,48 @@ def test_shortlist_of_a_tuned_shape_is_its_winner_alone() -> None:
     index = build_index(pd.DataFrame(h100_rows()))
     (only,) = shortlist(index, "h100", S1, BF16)
     assert only.match == "exact" and only.rank == 0
+
+
+ODD = variants.Shape(2, 640, 32, 8, 128)  # untuned in h100_rows: S1's layout, nearer S2
+
+
+def searched_rows(*extra: dict) -> list[dict]:
+    """h100_rows and ODD searched for split alone (`python -m tuner --family split`)."""
+    return [
+        *h100_rows(),
+        trial("h100", ODD, "bf16", "split", {**SPLIT16, "block": 256}, 0.040, number=0),
+        trial("h100", ODD, "bf16", "split", SPLIT16, 0.045, number=1),
+        *extra,
+    ]
+
+
+def test_a_shape_searched_for_one_family_is_a_partial_match_of_its_best() -> None:
+    index = build_index(pd.DataFrame(searched_rows()))
+    served = select(index, "h100", ODD, BF16)
+    assert served.match == "partial" and served.group.shape == ODD and served.rank == 0
+    assert (served.tier, served.distance) == (0, 0)
+    assert served.candidate.config_key == variants.Config.of("split", **{**SPLIT16, "block": 256}).key
+    assert select(index, "h100", S1, BF16).match == "exact"  # naive, vec and split: as before
+
+
+def test_the_shortlist_goes_on_past_a_partial_match_to_the_nearest_shapes() -> None:
+    """The race weighs the searched family's best against the nearest shapes' other families."""
+    index = build_index(pd.DataFrame(searched_rows()))
+    listed = shortlist(index, "h100", ODD, BF16)
+    assert listed[0].match == "partial" and listed[0].group.shape == ODD
+    assert [c.match for c in listed[1:]] == ["nearest"] * 3
+    assert [(c.group.shape, c.candidate.config.family) for c in listed[1:]] == [
+        (S2, "gather"),
+        (S2, "naive"),
+        (S1, "split"),  # S1's winner, another split: the searched group gave its best alone
+    ]
+    assert listed == nearest_choices(
+        index.groups_of("h100"), ODD, BF16, size=4, per_group=2, distinct_families=True
+    )
+
+
+def test_a_second_family_at_the_shape_makes_the_match_exact_and_the_shortlist_its_winner() -> None:
+    index = build_index(pd.DataFrame(searched_rows(trial("h100", ODD, "bf16", "vec", VEC16, 0.05, number=2))))
+    (only,) = shortlist(index, "h100", ODD, BF16)
+    assert only.match == "exact" and only.group.shape == ODD and only.candidate.config.family == "split"
+    assert select(index, "h100", ODD, BF16).match == "exact"

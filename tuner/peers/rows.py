@@ -79,7 +79,7 @@ def make_row(
         "compile_s": nan,
         "graphs": -1,
         "kernels": -1,
-        "match": "",  # tuned rows: exact or nearest
+        "match": "",  # tuned rows: exact, partial or nearest
         "tuned_from": "",  # tuned rows: the tuned shape and dtype the configuration comes from
         # the device-time pass (tuner.runners.kernel_trace), where it profiled this peer
         "device_us": nan,

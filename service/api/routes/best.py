@@ -50,8 +50,9 @@ def tier_quality_model(quality: TierQuality) -> TierQualityModel:
 
 
 def answer_quality(index: StoreIndex, choice: Choice) -> TierQualityModel | None:
-    """Leave-one-out at the answer's tier on the GPU that measured it; None when exact."""
-    if choice.match == "exact":
+    """Leave-one-out at the answer's tier on the GPU that measured it; None when exact or
+    partial (measured at this very shape, not a nearest answer)."""
+    if choice.match in ("exact", "partial"):
         return None
     return tier_quality_model(rule_quality(index, choice.group.gpu).at(choice.tier))
 
@@ -148,10 +149,11 @@ async def best(
     NH, NH_KV, HD and dtype default to 32, 8, 128 and bf16. One response shape either way:
     `answers` holds, with `gpu`, that GPU's answer alone (`answers[0]`); without, one answer
     per GPU that has results, in label order. `match` is "exact" when this shape and
-    dtype were tuned on that GPU; otherwise "nearest" names the tuned shape the configuration
-    comes from, its tier and distance, and `rule_quality` how nearest answers of that tier did
-    when each tuned shape of the GPU was left out and answered from the others (see
-    `/rule-quality`). Measured figures are those of the tuned shape. With `l2=fed`, each
+    dtype were tuned on that GPU, "partial" when they were but with one kernel family searched
+    where others serve them (a faster family may exist); otherwise "nearest" names the tuned
+    shape the configuration comes from, its tier and distance, and `rule_quality` how nearest
+    answers of that tier did when each tuned shape of the GPU was left out and answered from
+    the others (see `/rule-quality`). Measured figures are those of the tuned shape. With `l2=fed`, each
     tuned shape's ranking with dout already in L2 (`python -m tuner --l2 fed`) where it has
     one, its cold ranking otherwise; `l2` in each answer says which.
     """

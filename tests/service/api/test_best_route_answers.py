@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from best_route_helpers import the_answer
-from conftest import S1, S2
+from conftest import S1, S2, SPLIT16, VEC16, h100_rows, make_client, trial
 from fastapi.testclient import TestClient
 
 import variants
 from results.best import winners
-from results.store import load_results
+from results.store import load_results, write_table
 
 
 def test_exact_match_serves_the_winner_with_its_launch_recipe(client: TestClient) -> None:
@@ -66,9 +66,35 @@ def test_nearest_names_the_tuned_shape_and_distance(client: TestClient) -> None:
 
 def test_same_dtype_is_preferred_over_a_closer_other_dtype(client: TestClient) -> None:
     body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100", "dtype": "fp32"}))
-    assert body["match"] == "exact" and body["kernel"]["family"] == "vec"
+    assert body["tuned_dtype"] == "fp32" and body["kernel"]["family"] == "vec"
+    assert body["match"] == "partial"  # S1 in fp32 holds vec alone: one family searched
     body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h100", "dtype": "fp16"}))
     assert body["match"] == "nearest" and body["tuned_dtype"] == "bf16"
+
+
+def test_a_shape_searched_for_one_family_is_answered_partial(tmp_path) -> None:
+    """A shape tuned with `--family split` alone is served its best, measured there, as
+    "partial" (no rule quality: not a nearest answer); a second family there makes it "exact"."""
+    odd = variants.Shape(2, 640, 32, 8, 128)
+    searched = [
+        *h100_rows(),
+        trial("h100", odd, "bf16", "split", SPLIT16, 0.04, number=0),
+        trial("h100", odd, "bf16", "split", {**SPLIT16, "block": 256}, 0.05, number=1),
+    ]
+    both = [*searched, trial("h100", odd, "bf16", "vec", VEC16, 0.06, number=2)]
+    matches = []
+    for name, rows in (("searched", searched), ("both", both)):
+        write_table(rows, tmp_path / name, "synthetic-h100")
+        with make_client(tmp_path / name) as client:
+            assert client.app.state.store.wait_ready(30)
+            body = the_answer(client.get("/best", params={"B": 2, "T": 640, "gpu": "h100"}))
+            schema = client.get("/openapi.json").json()["components"]["schemas"]["BestAnswer"]
+        assert schema["properties"]["match"]["enum"] == ["exact", "partial", "nearest"]
+        assert body["tuned_shape"] == odd.as_dict() and body["kernel"]["family"] == "split"
+        assert (body["tier"], body["distance"], body["rank"], body["rule_quality"]) == (0, 0, 0, None)
+        assert body["measured"]["time_ms"] == pytest.approx(0.04)
+        matches.append(body["match"])
+    assert matches == ["partial", "exact"]
 
 
 def test_a_rejected_configuration_is_skipped_for_the_next_best(client: TestClient) -> None:
