@@ -73,7 +73,7 @@ def distance(shape: Shape, dtype: DType, tuned: Shape, tuned_dtype: DType) -> fl
 def tier(shape: Shape, dtype: DType, tuned: Shape, tuned_dtype: DType) -> int:
     if dtype.name != tuned_dtype.name:
         return 2
-    same_layout = (shape.NH, shape.NH_KV, shape.HD) == (tuned.NH, tuned.NH_KV, tuned.HD)
+    same_layout = shape.layout == tuned.layout
     return 0 if same_layout else 1
 
 
@@ -149,6 +149,13 @@ def choose(
     return next(serving(groups, shape, dtype, exclude), None)
 
 
+# A head layout never tuned in the requested dtype races more configurations, of more families:
+# its best one is often compiled for a layout (`tile`, `bulk`, `split` at that HD and nrep) that
+# no neighbour's ranking puts first (docs/untuned.md)
+UNTUNED_LAYOUT_SIZE = 8
+UNTUNED_LAYOUT_FAMILY_CAP = 2
+
+
 def shortlist(
     index: StoreIndex,
     gpu: str,
@@ -163,12 +170,22 @@ def shortlist(
     another family: a group's runner-up of its winner's family would race the same kernel
     twice), distinct configurations only. An exact match is the whole list: it was measured
     there; a partial one (`TunedGroup.partial`: one family searched) leads the nearest shapes'
-    picks."""
+    picks. Where the head layout was never tuned in the dtype, UNTUNED_LAYOUT_SIZE
+    configurations (at least `size`), at most UNTUNED_LAYOUT_FAMILY_CAP of each family."""
     for label in source_gpus(index, gpu, other_gpus):
-        found = nearest_choices(index.groups_of(label), shape, dtype, size, per_group, distinct_families=True)
+        groups = index.groups_of(label)
+        cap = None
+        if not layout_tuned(groups, shape, dtype):
+            size, cap = max(size, UNTUNED_LAYOUT_SIZE), UNTUNED_LAYOUT_FAMILY_CAP
+        found = nearest_choices(groups, shape, dtype, size, per_group, distinct_families=True, family_cap=cap)
         if found:
             return found[:1] if found[0].match == "exact" else found
     return []
+
+
+def layout_tuned(groups: Iterable[TunedGroup], shape: Shape, dtype: DType) -> bool:
+    """Whether a tuned group shares the shape's head layout and dtype (tier 0)."""
+    return any(tier(shape, dtype, g.shape, g.dtype) == 0 for g in groups)
 
 
 def nearest_choices(
@@ -179,22 +196,27 @@ def nearest_choices(
     per_group: int,
     exclude: Collection[GroupKey] = (),
     distinct_families: bool = False,
+    family_cap: int | None = None,
 ) -> list[Choice]:
     """Up to `size` distinct configurations that can serve (shape, dtype), in the rule's order,
     at most `per_group` from each tuned group: the winners and runners-up of the nearest
-    tuned shapes (with `distinct_families`, a group's picks are each of another family)."""
+    tuned shapes (with `distinct_families`, a group's picks are each of another family; with
+    `family_cap`, at most that many of one family in all)."""
     found: list[Choice] = []
     keys: set[str] = set()
     taken: dict[GroupKey, list[str]] = {}
+    per_family: dict[str, int] = {}
     for choice in serving(groups, shape, dtype, exclude):
-        key = choice.group.key
-        picked = taken.setdefault(key, [])
+        picked = taken.setdefault(choice.group.key, [])
         family = choice.candidate.config.family
         if choice.candidate.config_key in keys or len(picked) >= per_group:
             continue
         if distinct_families and family in picked:
             continue
+        if family_cap is not None and per_family.get(family, 0) >= family_cap:
+            continue
         picked.append(family)
+        per_family[family] = per_family.get(family, 0) + 1
         keys.add(choice.candidate.config_key)
         found.append(choice)
         if len(found) >= size:

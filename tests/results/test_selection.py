@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from trial_rows import S1, S2, SPLIT16, VEC16, h100_rows, other_rows, trial
+from trial_rows import GATHER, NAIVE128, S1, S2, SPLIT16, VEC16, h100_rows, other_rows, trial
 
 import variants
+from results import selection
 from results.index import build_index
 from results.selection import (
     choose,
@@ -164,3 +165,38 @@ def test_a_second_family_at_the_shape_makes_the_match_exact_and_the_shortlist_it
     (only,) = shortlist(index, "h100", ODD, BF16)
     assert only.match == "exact" and only.group.shape == ODD and only.candidate.config.family == "split"
     assert select(index, "h100", ODD, BF16).match == "exact"
+
+
+def test_a_layout_nobody_tuned_races_more_configurations_and_more_families() -> None:
+    """Where no group shares the head layout, the shortlist grows to UNTUNED_LAYOUT_SIZE with at
+    most UNTUNED_LAYOUT_FAMILY_CAP configurations of a family; a tuned layout keeps `size`."""
+    rows, number = [], 0
+    for shape in (S1, S2, *(variants.Shape(b, 1024, 32, 8, 128) for b in (2, 3, 4))):
+        for i, block in enumerate((64, 128, 256, 512)):
+            for family, params, base in (
+                ("vec", VEC16, 0.10),
+                ("split", SPLIT16, 0.11),
+                ("gather", GATHER, 0.12),
+                ("naive", NAIVE128, 0.50),
+            ):
+                rows.append(
+                    trial(
+                        "h100",
+                        shape,
+                        "bf16",
+                        family,
+                        {**params, "block": block},
+                        base + i / 1000,
+                        number=number,
+                    )
+                )
+                number += 1
+    index = build_index(pd.DataFrame(rows))
+    other_layout = variants.Shape(2, 640, 48, 8, 128)
+    listed = shortlist(index, "h100", other_layout, BF16)
+    families = [c.candidate.config.family for c in listed]
+    assert len(listed) == selection.UNTUNED_LAYOUT_SIZE > 4
+    assert max(families.count(f) for f in set(families)) == selection.UNTUNED_LAYOUT_FAMILY_CAP
+    assert len({c.candidate.config_key for c in listed}) == len(listed)
+    same_layout = variants.Shape(2, 640, 32, 8, 128)
+    assert len(shortlist(index, "h100", same_layout, BF16)) == 4
