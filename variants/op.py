@@ -73,11 +73,12 @@ class Op:
     # summed): the header's entry point and the PyTorch op copy instead of launching a kernel
     copies_without_replicas: bool = False
     # a rule of the op itself, which every family keeps (RoPE rotates pairs: HD must be even):
-    # shape -> why none of its kernels serves the shape, or None
-    shape_rule: Callable[[Shape], str | None] | None = None
+    # shape -> (the dimension it names, why none of its kernels serves the shape), or None
+    shape_rule: Callable[[Shape], tuple[str, str] | None] | None = None
 
-    def rejection(self, shape: Shape) -> str | None:
-        """Why no kernel of the op serves `shape` whatever its configuration, or None."""
+    def rejection(self, shape: Shape) -> tuple[str, str] | None:
+        """(dimension, why) where no kernel of the op serves `shape` whatever its configuration
+        (as `variants.shape.limit_problem` gives for every op), or None."""
         return self.shape_rule(shape) if self.shape_rule is not None else None
 
     @property

@@ -69,6 +69,14 @@ async def requested_shape(
         raise unprocessable(exc.field, str(exc), given.get(exc.field)) from None
 
 
+def check_op_serves(op: str, shape: Shape) -> None:
+    """A 422 naming the dimension where the op's own rule refuses the shape (`Op.rejection`:
+    the RoPE ops rotate pairs, so an odd HD), which no tuning could ever serve."""
+    refused = variants.get_op(op).rejection(shape)
+    if refused is not None:
+        raise unprocessable(refused[0], f"{op} cannot run {shape}: {refused[1]}", getattr(shape, refused[0]))
+
+
 async def requested_dtype(dtype: DTypeQuery = DEFAULT_DTYPE) -> DType:
     return variants.get_dtype(dtype)
 

@@ -252,9 +252,9 @@ def tune(
             f"unknown family {unknown_families[0]!r} of {op.name}: use --family with {', '.join(op.families)}"
         )
     for shape in request.shapes:
-        reason = op.rejection(shape)
-        if reason is not None:
-            raise TuneError(f"{op.name} cannot run {shape.key}: {reason}")
+        refused = op.rejection(shape)
+        if refused is not None:
+            raise TuneError(f"{op.name} cannot run {shape.key}: {refused[1]}")
     preflight(request, replaying=runner is None and request.replay_dir is not None)
     if runner is None and request.replay_dir is not None:
         try:

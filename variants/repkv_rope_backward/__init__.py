@@ -32,7 +32,7 @@ from variants.family import Config
 from variants.op import Op, Operand
 from variants.reference import reference as repkv_backward_reference
 from variants.repkv_rope_backward import flat, naive, rotate_runtime, split, split_runtime, vec
-from variants.rope_repkv_forward.rope import cos_sin, freqs_cis, odd_hd, rotate
+from variants.rope_repkv_forward.rope import cos_sin, freqs_cis, rope_shape_rule, rotate
 from variants.shape import Shape
 
 FP32_U = 2.0**-24
@@ -84,5 +84,5 @@ OP = Op(
     reference=reference,
     tolerance=tolerance,
     fixed_inputs={"freqs_cis": freqs_cis},
-    shape_rule=odd_hd,
+    shape_rule=rope_shape_rule,
 )

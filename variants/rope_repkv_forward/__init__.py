@@ -19,7 +19,7 @@ from variants.dtypes import DType
 from variants.family import Config
 from variants.op import Op, Operand
 from variants.rope_repkv_forward import flat, flat_runtime, naive, replicate, vec
-from variants.rope_repkv_forward.rope import cos_sin, freqs_cis, odd_hd, rotate
+from variants.rope_repkv_forward.rope import cos_sin, freqs_cis, rope_shape_rule, rotate
 from variants.shape import Shape
 
 FP32_U = 2.0**-24
@@ -58,5 +58,5 @@ OP = Op(
     reference=reference,
     tolerance=tolerance,
     fixed_inputs={"freqs_cis": freqs_cis},
-    shape_rule=odd_hd,
+    shape_rule=rope_shape_rule,
 )

@@ -88,6 +88,12 @@ def odd_hd(shape: Shape) -> str | None:
     return None
 
 
+def rope_shape_rule(shape: Shape) -> tuple[str, str] | None:
+    """The RoPE ops' rule over every family (`Op.shape_rule`)."""
+    reason = odd_hd(shape)
+    return None if reason is None else ("HD", reason)
+
+
 def qkv_numel(shape: Shape) -> int:
     """Elements of the larger tensor, the replicated (B, T, 3, NH, HD) one (3*NH >= NH +
     2*NH_KV heads), which bounds every offset into either tensor and into freqs_cis (T*HD)."""

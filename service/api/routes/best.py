@@ -14,7 +14,7 @@ from results.leave_one_out import TierQuality, rule_quality
 from results.peaks import frac_peak
 from results.schema import L2_COLD
 from results.selection import Choice, select
-from service.api.deps import DTypeDep, GpuQuery, IndexDep, L2Query, OpQuery, ShapeDep
+from service.api.deps import DTypeDep, GpuQuery, IndexDep, L2Query, OpQuery, ShapeDep, check_op_serves
 from service.api.errors import ERROR_RESPONSES, NotFound
 from service.api.models import (
     BestAnswer,
@@ -157,6 +157,7 @@ async def best(
     tuned shape's ranking with dout already in L2 (`python -m tuner --l2 fed`) where it has
     one, its cold ranking otherwise; `l2` in each answer says which.
     """
+    check_op_serves(op, shape)
     bodies = _BODIES.get(index)
     if bodies is None:
         bodies = _BODIES.setdefault(index, BoundedCache(CHOICE_CACHE_SIZE))

@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 import variants
 from results.best import timed_as_served
 from results.schema import DEFAULT_HOLD_US, L2_FED, Status
-from service.api.deps import DTypeDep, DTypeFilter, GpuQuery, IndexDep, OpQuery, ShapeDep
+from service.api.deps import DTypeDep, DTypeFilter, GpuQuery, IndexDep, OpQuery, ShapeDep, check_op_serves
 from service.dashboards import data, draw, pages
 from service.dashboards import navigation as nav
 from service.dashboards.pages import e, link
@@ -164,6 +164,7 @@ def shape_page(
     marked, every trial, search convergence. Without `gpu`, the only GPU with results (or the
     only one that tuned this shape). On a shape that GPU did not tune: the configuration GET
     /best serves."""
+    check_op_serves(op, shape)
     named = nav.titled(f"{shape} {dtype.name}", op)
     untuned = nav.untuned(index, op, named, lambda o: pages.shape_url(gpu, shape, dtype.name, o))
     if untuned is not None:
@@ -203,6 +204,7 @@ def shape_page(
 @router.get("/dashboards/gpus", responses=HTML_RESPONSES, summary="GPUs compared")
 def gpus_page(index: IndexDep, shape: ShapeDep, dtype: DTypeDep, op: OpQuery = DEFAULT_OP) -> HTMLResponse:
     """The same shape and dtype of op `op` on every GPU, side by side."""
+    check_op_serves(op, shape)
     title = nav.titled(f"{shape} {dtype.name} on every GPU", op)
     untuned = nav.untuned(index, op, title, lambda o: pages.gpus_url(shape, dtype.name, o))
     if untuned is not None:

@@ -92,3 +92,13 @@ def test_a_shape_past_the_kernels_limit_is_422_stating_it(
     (error,) = r.json()["detail"]
     assert error["loc"] == ["query", field]
     assert f"over the kernels' limit {variants.shape.MAX_ELEMENTS}" in error["msg"]
+
+
+@pytest.mark.parametrize("op", ["rope_repkv_forward", "repkv_rope_backward"])
+def test_an_odd_head_size_for_a_rope_op_is_422_saying_why(client: TestClient, op: str) -> None:
+    # before: 404 "no tuned configuration can serve", listing every tuned shape
+    r = client.get("/best", params={"B": 8, "T": 1024, "HD": 127, "op": op})
+    assert r.status_code == 422, r.text
+    (error,) = r.json()["detail"]
+    assert error["loc"] == ["query", "HD"] and error["input"] == 127
+    assert "HD=127 is odd: RoPE rotates (2i, 2i+1) pairs" in error["msg"]

@@ -17,6 +17,8 @@ from fastapi.testclient import TestClient
         ("/dashboards/shape?B=16777216&T=16777216", "B"),
         ("/dashboards/gpus?B=8&T=1024&dtype=int8", "dtype"),
         ("/dashboards/bandwidth?gpu=" + "g" * 65, "gpu"),
+        ("/dashboards/shape?B=8&T=1024&HD=127&op=rope_repkv_forward", "HD"),  # RoPE rotates pairs
+        ("/dashboards/gpus?B=8&T=1024&HD=127&op=repkv_rope_backward", "HD"),
     ],
 )
 def test_a_bad_parameter_gets_an_html_error_page(client: TestClient, url: str, named: str) -> None:
