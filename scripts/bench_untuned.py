@@ -47,6 +47,7 @@ RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are ke
 sys.path.insert(0, str(ROOT))
 
 import variants  # noqa: E402
+from results import layout_rule  # noqa: E402
 from results.best import winners  # noqa: E402
 from results.header import export_table, plan  # noqa: E402
 from results.index import build_index  # noqa: E402
@@ -151,7 +152,11 @@ def main() -> int:
                 header,
                 stored_best.candidate.config if stored_best is not None else None,
             )
-            extra[(shape, name)] = [c.candidate.config for c in explored] if args.explore else []
+            # with --explore, also the class rule's first picks at the shape (the header's rule
+            # asked at the shape itself rather than at its class's representative)
+            classed = layout_rule.class_rank(planned.groups_of(args.gpu), shape, dtype)[:2]
+            explored_configs = [c.candidate.config for c in explored] + [s.candidate.config for s in classed]
+            extra[(shape, name)] = explored_configs if args.explore else []
         print(f"planned {shape.key}", flush=True)
 
     if not args.hold_out:
