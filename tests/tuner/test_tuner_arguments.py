@@ -46,6 +46,21 @@ def test_a_name_given_twice_in_one_shape_is_refused_not_overwritten(text: str) -
 
 
 @pytest.mark.parametrize(
+    ("text", "lacks"),
+    [
+        (f"{SEED},B=9", "'B=9' lacks T, NH, NH_KV, HD"),
+        (f"{SEED},B=1,T=256", "'B=1,T=256' lacks NH, NH_KV, HD"),
+    ],
+)
+def test_a_name_again_that_starts_no_whole_shape_is_given_twice(text: str, lacks: str) -> None:
+    with pytest.raises(A.UsageError, match="B is given twice in shape") as refused:
+        A.parse_shape_values([text])
+    assert f"{text!r}" in str(refused.value) and lacks in str(refused.value)
+    with pytest.raises(A.UsageError, match="cannot read 'X=3'"):  # a name that is none of the five
+        A.parse_shape_values([f"{SEED},B=9,X=3"])
+
+
+@pytest.mark.parametrize(
     ("kind", "text", "message"),
     [
         (A.seed, "-5", "from 0 to 4294967295"),

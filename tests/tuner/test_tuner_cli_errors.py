@@ -33,6 +33,17 @@ def test_usage_errors_print_one_line_and_return_2(capsys) -> None:
         assert len(err) == 1 and err[0].startswith("error: "), (argv, err)
 
 
+@pytest.mark.parametrize("command", ["tune", "variants"])
+def test_a_shape_name_given_twice_is_a_usage_error_naming_it(capsys, tmp_path: Path, command: str) -> None:
+    text = "B=8,T=1024,NH=32,NH_KV=8,HD=128,B=9"
+    argv = [command, "--shape", text]
+    if command == "tune":
+        argv += ["--results", str(tmp_path), "--storage", "memory", "--no-progress"]
+    line = _refused(argv, capsys, runner=F.synthetic_runner())
+    assert line.startswith(f"error: --shape: B is given twice in shape {text!r}"), line
+    assert not any(tmp_path.iterdir())  # nothing measured
+
+
 def test_a_gpu_label_that_does_not_match_the_device_is_refused(capsys, tmp_path: Path) -> None:
     rc = main(["--gpu", "h100", "--shape", SMALL, "--results", str(tmp_path)], runner=F.synthetic_runner())
     assert rc == 2

@@ -3,8 +3,9 @@
 Lists: a flag that takes several values takes them repeated or as a comma list, or both
 (`--dtype bf16,fp16 --dtype fp32`). A `--shape` value holds one shape or several in a row
 (`B=8,T=1024,NH=32,NH_KV=8,HD=128,B=1,T=256,NH=14,NH_KV=2,HD=64`): a name met again after
-all five names starts the next shape, one met again before that is a mistake. `tune` adds the
-shapes of `--model` x `--batch` x `--seq` (`parse_shapes`).
+all five names starts the next shape, one met again before that is a mistake, and so is a next
+shape that lacks a name (`B=8,...,HD=128,B=9`: B given twice). `tune` adds the shapes of
+`--model` x `--batch` x `--seq` (`parse_shapes`).
 
 Numbers and paths are checked where argparse reads them (the `type=` functions below), so a
 bad one is a usage error naming the flag, never a traceback or a run that measures nothing.
@@ -60,22 +61,34 @@ def parse_dtypes(values: Iterable[str] | None) -> list[str]:
     return parse_choices(folded, list(DTYPES), "--dtype", list(DTYPES))
 
 
+def _given_twice(name: str, text: str, note: str = "") -> InvalidShape:
+    return InvalidShape(
+        f"{name} is given twice in shape {text!r}: give each of {', '.join(_SHAPE_FIELDS)} once "
+        f"(several shapes: repeat --shape, or list all five names of each shape in turn{note})"
+    )
+
+
 def split_shapes(text: str) -> list[str]:
-    """One --shape value as the texts of its shapes (see the module's notes)."""
+    """One --shape value as the texts of its shapes (see the module's notes). A shape after the
+    first that lacks a name is taken for a name given twice, and said so."""
     shapes: list[list[str]] = [[]]
-    seen: set[str] = set()
+    names: list[set[str]] = [set()]
     for part in filter(None, (p.strip() for p in text.split(","))):
         name = part.split("=", 1)[0].strip()
-        if name in seen:
-            if not seen.issuperset(_SHAPE_FIELDS):
-                raise InvalidShape(
-                    f"{name} is given twice in shape {text!r}: give each of {', '.join(_SHAPE_FIELDS)} once "
-                    "(several shapes: repeat --shape, or list all five names of each shape in turn)"
-                )
+        if name in names[-1]:
+            if not names[-1].issuperset(_SHAPE_FIELDS):
+                raise _given_twice(name, text)
             shapes.append([])
-            seen = set()
-        seen.add(name)
+            names.append(set())
+        names[-1].add(name)
         shapes[-1].append(part)
+    for parts, seen in zip(shapes[1:], names[1:], strict=True):
+        # only names of a shape, yet not all five: the first one repeats the shape before it
+        # (a name that is none of the five is left to Shape.parse to point at)
+        if seen.issubset(_SHAPE_FIELDS) and not seen.issuperset(_SHAPE_FIELDS):
+            missing = ", ".join(f for f in _SHAPE_FIELDS if f not in seen)
+            first = parts[0].split("=", 1)[0].strip()
+            raise _given_twice(first, text, f"; {','.join(parts)!r} lacks {missing}")
     return [",".join(parts) for parts in shapes if parts]
 
 
