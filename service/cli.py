@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,9 +15,19 @@ from results.store import platform_results_dir
 from service.settings import Settings
 from variants.errors import RepkvTuneError
 
+SCRIPT = "repkv-serve"  # the installed command ([project.scripts] in pyproject.toml)
+MODULE_PROG = "python -m service"
+
 
 class UsageError(RepkvTuneError):
     pass
+
+
+def program_name() -> str:
+    """The command as it was started, for the usage and error lines: `repkv-serve` when run as the
+    installed script, else `python -m service`."""
+    started = os.path.basename(sys.argv[0]).removesuffix(".exe") if sys.argv and sys.argv[0] else ""
+    return SCRIPT if started == SCRIPT else MODULE_PROG
 
 
 class Parser(argparse.ArgumentParser):
@@ -26,7 +37,7 @@ class Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(
-        prog="python -m service",
+        prog=program_name(),
         description="Serve tuned repkv configurations and dashboards from a results directory. "
         "Every option can also be set as REPKV_<OPTION> (e.g. REPKV_RESULTS_DIR, REPKV_PORT).",
     )
@@ -88,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from(argv)
     except UsageError as exc:
-        print(f"python -m service: {exc} (see --help)", file=sys.stderr)
+        print(f"{program_name()}: {exc} (see --help)", file=sys.stderr)
         return 2
     import uvicorn
 

@@ -75,6 +75,29 @@ def test_usage_errors_print_one_line_and_return_2(argv: list[str], capsys: pytes
     assert err.count("\n") == 1 and err.startswith("python -m service:")
 
 
+@pytest.mark.parametrize(
+    ("argv0", "prog"),
+    [("/venv/bin/repkv-serve", "repkv-serve"), (str(REPO / "service" / "__main__.py"), "python -m service")],
+)
+def test_usage_and_error_lines_name_the_command_as_it_was_started(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, argv0: str, prog: str
+) -> None:
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert main(["--bogus"]) == 2
+    assert capsys.readouterr().err.startswith(f"{prog}: ")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert capsys.readouterr().out.startswith(f"usage: {prog} ")
+
+
+def test_the_installed_script_names_itself() -> None:
+    script = Path(sys.executable).with_name("repkv-serve")
+    if not script.exists():
+        pytest.skip("repkv-serve is not installed beside this interpreter")
+    proc = subprocess.run([script, "--bogus"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("repkv-serve: "), proc.stderr
+
+
 def test_results_dir_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     file = tmp_path / "file"
     file.write_text("x")

@@ -143,6 +143,41 @@ def test_help_works_without_a_gpu() -> None:
         assert "usage: python -m tuner" in proc.stdout
 
 
+@pytest.mark.parametrize(
+    ("argv0", "prog"),
+    [
+        ("/venv/bin/repkv-tune", "repkv-tune"),
+        (str(ROOT / "tuner" / "__main__.py"), "python -m tuner"),  # python -m tuner
+        ("-c", "python -m tuner"),
+    ],
+)
+def test_usage_and_error_lines_name_the_command_as_it_was_started(
+    monkeypatch, capsys, argv0: str, prog: str
+) -> None:
+    import tuner.cli.extra
+
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith(f"usage: {prog} ")
+    assert main(["best", "--format", "xml"]) == 2
+    assert capsys.readouterr().err.endswith(f"(see {prog} best --help)\n")
+    monkeypatch.setattr(tuner.cli.extra, "missing_modules", lambda: ["optuna"])
+    assert main(["--replay", "bundled"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {prog} tune needs the tuner's dependencies")
+
+
+def test_the_installed_script_names_itself() -> None:
+    script = Path(sys.executable).with_name("repkv-tune")
+    if not script.exists():
+        pytest.skip("repkv-tune is not installed beside this interpreter")
+    proc = subprocess.run([script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: repkv-tune "), proc.stderr
+    proc = subprocess.run(
+        [script, "best", "--format", "xml"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("(see repkv-tune best --help)"), proc.stderr
+
+
 # --- errors a user meets --------------------------------------------------------------------
 def _one_line_usage_error(proc: subprocess.CompletedProcess) -> str:
     assert proc.returncode == 2, proc.stderr[-3000:]

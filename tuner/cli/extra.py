@@ -26,15 +26,16 @@ def missing_modules() -> list[str]:
     return missing
 
 
-def unmet(command: str) -> str | None:
-    """Why `command` cannot run here (one line naming what to install), or None."""
+def unmet(command: str, prog: str = "python -m tuner") -> str | None:
+    """Why `command` cannot run here (one line naming what to install), or None; `prog` is the
+    command line's name (`tuner.cli.parser.program_name`)."""
     if command not in TUNING_COMMANDS:
         return None
     missing = missing_modules()
     if not missing:
         return None
     return (
-        f"python -m tuner {command} needs the tuner's dependencies, and {', '.join(missing)} "
+        f"{prog} {command} needs the tuner's dependencies, and {', '.join(missing)} "
         f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_HINT}"
     )
 

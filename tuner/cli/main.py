@@ -214,7 +214,8 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner | None = None) -> 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from tuner.cli.extra import TUNING_COMMANDS, unmet
 
-    problem = unmet(args.command)  # tuning needs the tuner extra; the commands that read results do not
+    # tuning needs the tuner extra; the commands that read results do not
+    problem = unmet(args.command, parser.prog)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

@@ -8,7 +8,9 @@ exit), except --help, which prints and exits as argparse does. Nothing here impo
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from results.schema import DEFAULT_HOLD_US, L2_COLD, L2_STATES
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     from tuner.run.request import TuneRequest
 
 DEFAULT_RESULTS = user_results_dir()
+SCRIPT = "repkv-tune"  # the installed command ([project.scripts] in pyproject.toml)
+MODULE_PROG = "python -m tuner"
 LLMC_SHAPE = "B=8,T=1024,NH=32,NH_KV=8,HD=128"
 BEST_FORMATS = ("table", "json", "csv")
 
@@ -304,9 +308,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
+def program_name() -> str:
+    """The command as it was started, for the usage and error lines: `repkv-tune` when run as the
+    installed script, else `python -m tuner`."""
+    started = Path(sys.argv[0]).name.removesuffix(".exe") if sys.argv and sys.argv[0] else ""
+    return SCRIPT if started == SCRIPT else MODULE_PROG
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m tuner",
+        prog=program_name(),
         description="Autotune llm.c's GQA kernels (repkv backward unless --op). No subcommand: tune.",
     )
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
