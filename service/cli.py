@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,6 +84,30 @@ def settings_from(argv: Sequence[str] | None) -> Settings:
     return settings
 
 
+def bind_problem(host: str, port: int) -> str | None:
+    """Why the service could not listen on host:port (one line), or None. uvicorn binds only after
+    the app's startup has loaded the store, so this is tried first: each address of `host` is
+    bound as asyncio's create_server binds it (SO_REUSEADDR on POSIX, so a port that only closed
+    connections linger on is free; IPV6_V6ONLY), then closed at once."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"--host: cannot resolve {host!r}: {exc.strerror}"
+    for family, kind, proto, _, address in dict.fromkeys(addresses):
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                if os.name == "posix":
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"port {port} on {host} is in use; pick another with --port"
+            return f"cannot listen on {host} port {port}: {exc.strerror or exc}"
+    return None
+
+
 def configure_logging(level: str) -> None:
     """The service's own messages (loads, skipped files, dropped rows, missing directories) on
     stderr, formatted as uvicorn's."""
@@ -100,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from(argv)
     except UsageError as exc:
         print(f"{program_name()}: {exc} (see --help)", file=sys.stderr)
+        return 2
+    problem = bind_problem(settings.host, settings.port)  # before the store is loaded
+    if problem:
+        print(f"{program_name()}: {problem}", file=sys.stderr)
         return 2
     import uvicorn
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,28 @@ def test_the_installed_script_names_itself() -> None:
         pytest.skip("repkv-serve is not installed beside this interpreter")
     proc = subprocess.run([script, "--bogus"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("repkv-serve: "), proc.stderr
+
+
+def test_a_port_in_use_is_said_in_one_line_before_the_store_is_loaded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import service.api.app
+
+    def create_app(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the app, and so its store, was made")
+
+    monkeypatch.setattr(service.api.app, "create_app", create_app)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        for host in ("127.0.0.1", "localhost"):
+            assert main(["--port", str(port), "--host", host, "--results-dir", str(BUNDLED)]) == 2
+            err = capsys.readouterr().err
+            assert err == f"python -m service: port {port} on {host} is in use; pick another with --port\n"
+    from service.cli import bind_problem
+
+    assert bind_problem("127.0.0.1", port) is None  # free again once closed
 
 
 def test_results_dir_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
