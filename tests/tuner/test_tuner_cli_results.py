@@ -216,6 +216,24 @@ def test_best_and_export_read_the_results_directory_alone_with_no_bundled(
     assert "1 tuned shapes" not in capsys.readouterr().err  # with the bundled shapes: more
 
 
+def test_best_and_export_read_a_results_directory_given_alone_and_their_help_says_so(
+    tmp_path: Path, capsys
+) -> None:
+    import json
+
+    mine = tmp_path / "mine"
+    F.write_recording(mine / "h200", [F.SMALL], ["bf16"])
+    for extra in ([], ["--no-bundled"]):  # the same rows either way: the bundled results are not read
+        assert main(["best", "--results", str(mine), "--format", "json", *extra]) == 0
+        assert {r["shape"] for r in json.loads(capsys.readouterr().out)} == {SMALL}
+    for command in ("best", "export"):
+        assert main([command, "--help"]) == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert "--results DIR read DIR alone, without the results bundled with the package" in text, text
+        assert "(unlike the service's --results-dir, which serves them beside it; " in text, text
+        assert "--no-bundled then changes nothing); default: " in text, text
+
+
 def test_best_and_export_name_each_unreadable_file_once(recording: Path, tmp_path: Path) -> None:
     import shutil
 

@@ -35,6 +35,16 @@ _SHAPE_FIELDS = ("B", "T", "NH", "NH_KV", "HD")
 NO_BUNDLED_HELP = "read the results directory alone, not the results bundled with the package beside it"
 
 
+def results_alone_help(default: Path) -> str:
+    """--results of the commands that read results (`best`, `export`): unlike the service's
+    --results-dir, a directory given is read alone."""
+    return (
+        f"read DIR alone, without the results bundled with the package (unlike the service's "
+        f"--results-dir, which serves them beside it; --no-bundled then changes nothing); "
+        f"default: {default} and the bundled results"
+    )
+
+
 class UsageError(RepkvTuneError):
     """A mistake in the command line: the message says what to do."""
 

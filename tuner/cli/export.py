@@ -18,7 +18,7 @@ from results.header_render import render_header
 from results.index import build_index
 from results.schema import L2_COLD, L2_STATES
 from results.store import load_results, read_dirs
-from tuner.cli.arguments import NO_BUNDLED_HELP
+from tuner.cli.arguments import NO_BUNDLED_HELP, results_alone_help
 from tuner.run.gpus import gpu_label_argument
 
 FORMATS = ("cuda-header", "json")
@@ -38,7 +38,7 @@ def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path)
         help="the winners tuned with L2 cold (default) or fed (python -m tuner --l2 fed: dout just "
         "written, as in a training step); shapes never tuned fed keep their cold ones",
     )
-    parser.add_argument("--results", type=Path, help=f"default {default_results} and the bundled results")
+    parser.add_argument("--results", type=Path, metavar="DIR", help=results_alone_help(default_results))
     parser.add_argument("--no-bundled", dest="bundled", action="store_false", help=NO_BUNDLED_HELP)
     parser.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
 

@@ -31,6 +31,7 @@ from tuner.cli.arguments import (
     positive_int,
     positive_number,
     positive_seconds,
+    results_alone_help,
     seed,
     show_progress,
     time_limit,
@@ -220,7 +221,7 @@ def _add_check(sub: argparse._SubParsersAction, name: str) -> None:
 
 def _add_best(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(name, help="print the winners table of a results directory")
-    p.add_argument("--results", type=directory, help=f"default {DEFAULT_RESULTS} and the bundled results")
+    p.add_argument("--results", type=directory, metavar="DIR", help=results_alone_help(DEFAULT_RESULTS))
     p.add_argument("--no-bundled", dest="bundled", action="store_false", help=NO_BUNDLED_HELP)
     p.add_argument("--gpu", type=gpu_label_argument, help="only this GPU label")
     p.add_argument(
