@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -23,6 +22,7 @@ import pyarrow as pa
 
 import variants
 from results.best import baseline_times, in_l2_state, ranked
+from results.cells import finite_or_none, int_or_none, str_or_none, timestamp_or_none
 from results.schema import GROUP_COLUMNS, L2_COLD, Status, check_l2, hold_or_zero, rows_of_op, with_op
 from results.store import LoadReport
 from variants import Config, DType, Family, Shape
@@ -218,38 +218,6 @@ def shape_tuple(shape: Shape) -> tuple[int, int, int, int, int]:
     return (shape.B, shape.T, shape.NH, shape.NH_KV, shape.HD)
 
 
-def _finite(value: Any) -> float | None:
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _int_or_none(value: Any) -> int | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
-        return None
-    try:
-        return pd.Timestamp(value).to_pydatetime()
-    except (TypeError, ValueError):
-        return None
-
-
 def parse_config(
     family_name: str, params_json: str, op: str = variants.DEFAULT_OP
 ) -> tuple[Family, Config, dict[str, Any]] | None:
@@ -334,18 +302,18 @@ def build_index(
                 config=config,
                 params=dict(params),  # each candidate its own
                 time_ms=float(row.time_ms),
-                p20_ms=_finite(row.p20_ms),
-                p80_ms=_finite(row.p80_ms),
-                gbps=_finite(row.gbps),
-                ratio_to_copy=_finite(row.ratio_to_copy),
-                gpu_name=_str_or_none(row.gpu_name),
-                sm_count=_int_or_none(row.sm_count),
-                source_hash=_str_or_none(row.source_hash),
-                timestamp=_timestamp(row.timestamp),
+                p20_ms=finite_or_none(row.p20_ms),
+                p80_ms=finite_or_none(row.p80_ms),
+                gbps=finite_or_none(row.gbps),
+                ratio_to_copy=finite_or_none(row.ratio_to_copy),
+                gpu_name=str_or_none(row.gpu_name),
+                sm_count=int_or_none(row.sm_count),
+                source_hash=str_or_none(row.source_hash),
+                timestamp=timestamp_or_none(row.timestamp),
                 run_id=str(row.run_id),
-                empty_launch_ms=_finite(row.empty_launch_ms),
+                empty_launch_ms=finite_or_none(row.empty_launch_ms),
                 hold_us=hold_or_zero(row.hold_us),
-                copy_method=_str_or_none(row.copy_method),
+                copy_method=str_or_none(row.copy_method),
             )
         )
 
@@ -413,6 +381,6 @@ def summarize_gpus(frame: pd.DataFrame, groups: Mapping[GroupKey, TunedGroup]) -
             ok_trials=int(ok_mask[rows.index].sum()),
             tuned=len(tuned),
             dtypes=tuple(sorted({g.dtype.name for g in tuned})),
-            last_measured=_timestamp(rows["timestamp"].max()),
+            last_measured=timestamp_or_none(rows["timestamp"].max()),
         )
     return summaries
