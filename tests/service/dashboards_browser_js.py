@@ -18,16 +18,16 @@ LINES_JS = """
 }
 """
 
-# The heat map's fastest cell and where the winner marker sits.
+# Where the winner marker sits, and the heat map's value in that cell (null: no such cell).
 WINNER_JS = """
 (el) => {
   const heat = el._fullData.find((t) => t.type === 'heatmap');
   const marker = el._fullData.find((t) => t.name === 'winner');
   if (!heat || !marker) return null;
-  let best = [Infinity, -1, -1];
-  heat.z.forEach((row, r) => row.forEach((v, c) => { if (v !== null && v < best[0]) best = [v, r, c]; }));
-  return {cellX: String(heat.x[best[2]]), cellY: String(heat.y[best[1]]),
-          markerX: String(marker.x[0]), markerY: String(marker.y[0]),
+  const c = heat.x.map(String).indexOf(String(marker.x[0]));
+  const r = heat.y.map(String).indexOf(String(marker.y[0]));
+  return {markerX: String(marker.x[0]), markerY: String(marker.y[0]),
+          cell: r >= 0 && c >= 0 ? heat.z[r][c] : null,
           drawn: el.querySelectorAll('.scatterlayer .point').length};
 }
 """

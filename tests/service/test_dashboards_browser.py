@@ -215,7 +215,10 @@ def check_drawn(page, errors: list[str], charts: int, lines: int, kind: str) -> 
     if kind == "shape":
         winner = plots.nth(0).evaluate(WINNER_JS)
         assert winner is not None, "the heat map has no winner marker"
-        assert (winner["markerX"], winner["markerY"]) == (winner["cellX"], winner["cellY"])
+        assert winner["cell"] is not None, winner  # on a measured cell
+        # the configuration the page names the winner (whose cell need not hold the lowest time)
+        named = page.locator(".summary.winner code").first.inner_text()
+        assert winner["markerY"].split()[0] == named.split("[")[0], (winner, named)
         assert winner["drawn"] == 1
     if kind == "untuned":
         served = page.locator(".summary.served")

@@ -193,7 +193,7 @@ def shape_page(
     refs = data.reference_times(trials)
     table = data.heatmap(trials)
     figures = [
-        draw.heatmap(table, data.heatmap_winner(table)),
+        draw.heatmap(table, data.heatmap_winner(trials)),
         draw.convergence(data.convergence(trials), refs["baseline_ms"], refs["copy_ms"]),
         draw.trials_scatter(data.scatter(trials), refs["baseline_ms"], refs["copy_ms"]),
     ]

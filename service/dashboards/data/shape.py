@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 import variants
-from results.best import baseline_rows, timed_as_served
+from results.best import baseline_rows, ranked, timed_as_served
 from results.schema import Status, holds
 from variants import Shape
 
@@ -119,16 +119,22 @@ def heatmap(trials: pd.DataFrame) -> pd.DataFrame:
     return table.loc[table.min(axis=1).sort_values(kind="stable").index]
 
 
-def heatmap_winner(table: pd.DataFrame) -> dict | None:
-    """The fastest cell of a heat map: {'variant', 'block_size', 'time_ms'}, or None if empty."""
-    if table.empty or table.isna().all().all():
+def heatmap_winner(trials: pd.DataFrame) -> dict | None:
+    """The winner's cell of the heat map: {'variant', 'block_size', 'time_ms'} of the
+    configuration the group is served first (`ranked`, as /best and the page's summary name
+    it; its time is the row it stands by), or None without one. Runs are compared scaled onto
+    the group's reference run and a configuration stands by its newest run, so this need not be
+    the cell of the lowest time."""
+    if trials.empty:
         return None
-    values = table.to_numpy(dtype=float)
-    row, column = np.unravel_index(np.nanargmin(values), values.shape)
+    best = ranked(trials)
+    if best.empty or pd.isna(best["block_size"].iloc[0]):
+        return None
+    row = best.iloc[0]
     return {
-        "variant": table.index[row],
-        "block_size": int(table.columns[column]),
-        "time_ms": float(values[row, column]),
+        "variant": row["variant"],
+        "block_size": int(row["block_size"]),
+        "time_ms": float(row["time_ms"]),
     }
 
 

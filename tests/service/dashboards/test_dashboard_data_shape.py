@@ -150,12 +150,35 @@ def test_measured_counts_the_rows_of_each_search_not_the_sampler_trial_numbers()
     assert curve[curve["series"] == "grid seed 0"]["best_so_far_ms"].tolist() == pytest.approx([0.4, 0.1])
 
 
-def test_heatmap_winner_is_the_fastest_cell() -> None:
+def test_heatmap_winner_is_the_fastest_cell_of_one_run() -> None:
     trials = data.shape_trials(frame(), "h100", S1, BF16)
-    winner = data.heatmap_winner(data.heatmap(trials))
+    winner = data.heatmap_winner(trials)
     assert winner == {
         "variant": "split items=4 load=ldg store=stcs vec_bytes=16",
         "block_size": 512,
         "time_ms": pytest.approx(0.09),
     }
-    assert data.heatmap_winner(pd.DataFrame()) is None
+    assert data.heatmap_winner(trials.iloc[0:0]) is None
+
+
+def test_heatmap_winner_is_the_configuration_served_where_runs_disagree() -> None:
+    """vec timed 0.09 ms by an older run and 0.12 ms by the newest, which timed split at 0.11
+    ms: vec stands by its newest run, so split is served and named the winner, and the star
+    marks split's cell, not vec's (the lowest time of the heat map)."""
+    old, new = {"run_id": "synthetic-old"}, {"run_id": "synthetic-new"}
+    rows = pd.DataFrame(
+        [
+            trial("g", S1, BF16, "vec", VEC16, 0.09, number=0, **old),
+            trial("g", S1, BF16, "vec", VEC16, 0.12, number=10, **new),
+            trial("g", S1, BF16, "split", SPLIT16, 0.11, number=11, **new),
+        ]
+    )
+    trials = data.shape_trials(rows, "g", S1, BF16)
+    served = data.overview(trials).iloc[0]["config_key"]
+    assert served.startswith("split[")
+    assert data.heatmap(trials).loc["vec load=plain store=plain vec_bytes=16", 256] == pytest.approx(0.09)
+    assert data.heatmap_winner(trials) == {
+        "variant": "split items=4 load=ldg store=stcs vec_bytes=16",
+        "block_size": 512,
+        "time_ms": pytest.approx(0.11),
+    }

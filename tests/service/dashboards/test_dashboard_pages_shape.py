@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from conftest import S1, VEC16, h100_rows, make_client, trial
+from conftest import S1, SPLIT16, VEC16, h100_rows, make_client, trial
 from dashboard_page_helpers import SHAPE, hrefs, picker_options, specs, values
 from fastapi.testclient import TestClient
 
@@ -27,6 +27,26 @@ def test_shape_page_marks_the_winner_in_the_heat_map(client: TestClient) -> None
     heat = specs(client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE}).text)[0]
     winner = next(t for t in heat["data"] if t.get("name") == "winner")
     assert winner["x"] == ["512"] and winner["y"] == ["split items=4 load=ldg store=stcs vec_bytes=16"]
+
+
+def test_the_heat_maps_star_marks_the_winner_the_page_names_where_runs_disagree(tmp_path: Path) -> None:
+    """An older run timed vec faster than the newest run, which timed split faster than vec:
+    vec stands by its newest run, so split is the winner (/best and the summary) and the star
+    sits on split's cell, though vec's cell holds the heat map's lowest time."""
+    rows = [
+        trial("h100", S1, "bf16", "vec", VEC16, 0.09, number=0, run_id="synthetic-old"),
+        trial("h100", S1, "bf16", "vec", VEC16, 0.12, number=10, run_id="synthetic-new"),
+        trial("h100", S1, "bf16", "split", SPLIT16, 0.11, number=11, run_id="synthetic-new"),
+    ]
+    write_table(rows, tmp_path, "runs")
+    with make_client(tmp_path) as client:
+        assert client.app.state.store.wait_ready(30)
+        text = client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE}).text
+        best = client.get("/best", params={"gpu": "h100", **SHAPE}).json()["answers"][0]
+    assert best["kernel"]["family"] == "split"
+    assert "<code>split[" in text.split("<b>Winner:</b>")[1][:100]
+    star = next(t for t in specs(text)[0]["data"] if t.get("name") == "winner")
+    assert star["x"] == ["512"] and star["y"] == ["split items=4 load=ldg store=stcs vec_bytes=16"]
 
 
 def test_convergence_counts_configurations_measured_and_names_searches_shortly(client: TestClient) -> None:
