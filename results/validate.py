@@ -87,9 +87,15 @@ class _Dropper:
 
 def required_columns_set(table: pa.Table) -> tuple[np.ndarray, dict[str, int]]:
     """Per row, whether every required column is set (NON_EMPTY_COLUMNS non-empty), and how
-    many rows each unset column fails: what a row needs to be written under TRIAL_SCHEMA."""
+    many rows each unset column fails: what a row needs to be written under TRIAL_SCHEMA.
+    A NaN in a required float column counts as unset: written again through pandas it is a
+    null, which the schema refuses."""
     drop = _Dropper(table.num_rows)
     _check_required(table, drop)
+    for name in REQUIRED_COLUMNS:
+        column = table.column(name)
+        if pa.types.is_floating(column.type):
+            drop(_mask(pc.is_nan(column)), f"{name} is NaN")
     return ~drop.bad, drop.reasons
 
 

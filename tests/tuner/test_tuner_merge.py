@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import tuner_fakes as F
 from trial_rows import write_unchecked
 
@@ -68,3 +70,25 @@ def test_merge_into_a_file_or_an_unwritable_place_is_one_line(tmp_path: Path, ca
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and str(a_file) in err[0], err
     assert a_file.read_text() == "not a directory"
+
+
+def test_merge_leaves_out_rows_with_a_nan_time_and_says_so_in_one_line(tmp_path: Path, capsys) -> None:
+    """A NaN time (written by another tool) is not null in the file, but pandas makes it one
+    when the rows are written again: merge raised a traceback, after writing other files."""
+    a, out = tmp_path / "a", tmp_path / "out"
+    write_table(_rows("run-b", 3, 10), a / "h200", "run-b")
+    path = write_table(_rows("run-a", 5), a / "h200", "run-a")
+    table = pq.read_table(path)
+    times = table.column("time_ms").to_pylist()
+    times[1] = times[3] = float("nan")
+    index = table.schema.get_field_index("time_ms")
+    nans = pa.array(times, pa.float64(), from_pandas=False)  # NaN kept, not made null
+    table = table.set_column(index, table.schema.field(index), nans)
+    pq.write_table(table, path)
+    assert main(["merge", str(a), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "6 rows added" in captured.out
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "run-a.parquet: 2 rows left out (time_ms is NaN: 2)" in lines[0]
+    frame, report = load_results(out)
+    assert len(frame) == 6 and not report.dropped
