@@ -143,6 +143,18 @@ def test_what_a_recording_lacks_is_a_tune_error_or_counted(recording: Path, tmp_
     assert set(result.frame()["family"]) == {"naive", "gather"}
 
 
+def test_a_replay_refuses_a_shape_the_recording_lacks_before_replaying_any(
+    recording: Path, tmp_path: Path
+) -> None:
+    """The recording's shape first, then one it lacks: the first was replayed and its rows
+    written before the second failed, with no report of what had been measured."""
+    out = tmp_path / "out"
+    lacking = Shape(3, 77, F.SMALL.NH, F.SMALL.NH_KV, F.SMALL.HD)
+    with pytest.raises(TuneError, match=r"no copy time for B=3,T=77.*replay only the shapes"):
+        tune(request(replay_dir=recording, results_dir=out, shapes=(F.SMALL, lacking)))
+    assert not list(out.rglob("*.parquet"))
+
+
 def test_study_plans_name_one_study_per_shape_and_dtype() -> None:
     two = request(dtypes=("bf16", "fp16"), study="mine", sampler="grid")
     plans = study_plans(two, "h200", 7)

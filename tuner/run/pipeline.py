@@ -263,6 +263,12 @@ def tune(
             )
         except NoRecording as exc:
             raise TuneError(f"{exc} (in {request.replay_dir})") from None
+        try:  # every shape and dtype asked for, before the first is replayed and written
+            for shape in request.shapes:
+                for dtype in request.dtypes:
+                    runner.copy_time(shape, DTYPES[dtype])
+        except NoRecording as exc:
+            raise TuneError(f"{exc}: replay only the shapes and dtypes the recording holds") from None
         gpu = runner.gpu
         results_dir = request.results_dir  # replays write only where asked to
     else:
