@@ -247,3 +247,26 @@ def test_best_and_export_name_each_unreadable_file_once(recording: Path, tmp_pat
         lines = [line for line in proc.stderr.splitlines() if "broken.parquet" in line]
         assert len(lines) == 1 and lines[0].count("broken.parquet") == 1, proc.stderr
         assert "unreadable parquet" in lines[0]
+
+
+def test_export_to_a_directory_is_one_line_and_leaves_nothing_beside_it(
+    recording: Path, tmp_path: Path, capsys
+) -> None:
+    """-o naming a directory wrote the whole header to a hidden temporary beside it, then failed
+    to rename it over the directory and left the temporary behind."""
+    out = tmp_path / "llmc"
+    out.mkdir()
+    argv = ["export", "--results", str(recording), "--gpu", "h200", "--format", "json", "-o", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == f"error: -o {out} is a directory: name the file to write", err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["llmc"] and not list(out.iterdir())
+
+
+def test_export_of_a_directory_without_rows_says_so_not_pick_a_gpu(tmp_path: Path, capsys) -> None:
+    """A missing or empty --results was answered 'the results hold GPUs none: pick one with --gpu'."""
+    (tmp_path / "empty").mkdir()
+    for name, note in (("empty", ""), ("typo", f" ({tmp_path / 'typo'}: no such directory)")):
+        assert main(["export", "--results", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: no trial rows under {tmp_path / name}{note}"], err

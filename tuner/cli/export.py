@@ -9,6 +9,7 @@ python -m tuner export --format json --gpu h200
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -44,14 +45,19 @@ def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path)
 
 
 def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Exception]) -> int:
+    if args.output is not None and args.output.is_dir():  # said before the results are read
+        raise usage_error(f"-o {args.output} is a directory: name the file to write")
     dirs = [args.results] if args.results else read_dirs(bundled=args.bundled)
     frame, report = load_results(dirs)  # each file skipped, or row dropped, is logged once as it loads
     index = build_index(frame, report)
     gpu = args.gpu
     if gpu is None:
         gpus = sorted({g for op in variants.OPS for g in index.for_op(op).available_gpus()})
+        if not gpus:  # nothing to pick from: --gpu would not help
+            missing = f" ({' and '.join(report.missing)}: no such directory)" if report.missing else ""
+            raise usage_error(f"no trial rows under {' and '.join(map(str, dirs))}{missing}")
         if len(gpus) != 1:
-            raise usage_error(f"the results hold GPUs {', '.join(gpus) or 'none'}: pick one with --gpu")
+            raise usage_error(f"the results hold GPUs {', '.join(gpus)}: pick one with --gpu")
         gpu = gpus[0]
     try:
         export = export_header(index, gpu, dtypes, other_gpus=args.other_gpus, l2=args.l2)
@@ -61,12 +67,14 @@ def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Ex
     if args.output is None:
         sys.stdout.write(text)
         return 0
+    tmp = args.output.with_name(f".{args.output.name}.tmp")
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.output.with_name(f".{args.output.name}.tmp")
         tmp.write_text(text)
         tmp.replace(args.output)
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)  # nothing left beside the output
         raise usage_error(f"cannot write {args.output}: {exc.strerror or exc}") from None
     counts = ", ".join(f"{op} {len(table.rows)}" for op, table in export.tables.items())
     total = sum(len(table.rows) for table in export.tables.values())
