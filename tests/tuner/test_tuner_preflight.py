@@ -81,6 +81,22 @@ def test_storages_that_cannot_open_are_refused_without_connecting(
         check_storage(url)
 
 
+def test_a_storage_file_that_holds_something_else_is_refused(tmp_path: Path) -> None:
+    """A results file or a header named as the storage raised a traceback from SQLAlchemy
+    (file is not a database) or from the journal's JSON reader."""
+    other = tmp_path / "repkv_tuned.cuh"
+    other.write_text("// repkv_tuned.cuh\n#pragma once\n")
+    for url, what in (
+        (f"sqlite:///{other}", "an SQLite database"),
+        (f"journal:{other}", "an Optuna journal"),
+    ):
+        with pytest.raises(PreflightError, match=f"^--storage .*{other} is not {what}: name a new file"):
+            check_storage(url)
+    made = tmp_path / "optuna.journal"
+    made.write_text('{"op_code":0,"worker_id":"w","study_name":"s","directions":[1]}\n')
+    check_storage(f"journal:{made}")
+
+
 def test_an_unreachable_database_is_one_attempt_and_its_password_is_not_shown() -> None:
     url = f"postgresql://tuner:s3cret@127.0.0.1:{closed_port()}/optuna"
     start = time.monotonic()

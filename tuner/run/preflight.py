@@ -7,6 +7,7 @@ a traceback, some only after the first measurement.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -85,6 +86,35 @@ def _check_file(path: Path, named: str) -> None:
     _writable_dir(path.parent, f"{named}:", "name a file in a directory you can write")
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
+
+
+def _holds_a_study(path: Path, kind: str) -> bool:
+    """Whether an existing file can be a study's storage of `kind` (journal or sqlite): empty,
+    or an SQLite database, or a journal whose first line is one of Optuna's log records."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(SQLITE_HEADER)) if kind == "sqlite" else handle.readline(1 << 20)
+    except OSError:
+        return True  # not readable: left to the storage, which says why
+    if not head:
+        return True
+    if kind == "sqlite":
+        return head == SQLITE_HEADER
+    try:
+        record = json.loads(head)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and "op_code" in record
+
+
+def _check_study_file(path: Path, named: str, kind: str) -> None:
+    _check_file(path, named)
+    if path.is_file() and not _holds_a_study(path, kind):
+        what = "an SQLite database" if kind == "sqlite" else "an Optuna journal"
+        raise PreflightError(f"{named}: {path} is not {what}: name a new file, or the one a run made")
+
+
 def shown_url(url: str) -> str:
     """The URL without its password."""
     try:
@@ -103,7 +133,7 @@ def check_storage(url: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> None
     if url.startswith("journal:"):
         path = Path(url[len("journal:") :]).expanduser()
         if path.name:
-            _check_file(path, f"--storage {url}")
+            _check_study_file(path, f"--storage {url}", "journal")
         return
     if "://" not in url:
         return
@@ -117,7 +147,7 @@ def check_storage(url: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> None
 
         db = sqlite_file(url)
         if db is not None:
-            _check_file(db, f"--storage {url}")
+            _check_study_file(db, f"--storage {url}", "sqlite")
             try:  # its directory exists, and no other process has it open
                 open_sqlite(db, url)
             except InvalidStorage as exc:
