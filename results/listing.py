@@ -22,7 +22,7 @@ TEMP_PREFIX = ".tmp-"  # a writer's temporary file (results.store): neither read
 @dataclass
 class Listing:
     """The results files under some directories, in order, and the entries named `*.parquet`
-    that are not files (path -> why)."""
+    that are not files, and the directories that cannot be listed (path -> why)."""
 
     files: list[Path] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -57,10 +57,16 @@ def _not_a_file(path: Path) -> str | None:
     return "not a regular file (a socket or a device): never opened"
 
 
-def _entries(directory: Path) -> list[Path]:
-    """Every entry named *.parquet under directory, temporaries left out, in path order."""
+def _entries(directory: Path, unreadable: dict[str, str]) -> list[Path]:
+    """Every entry named *.parquet under directory, temporaries left out, in path order. A
+    directory that cannot be listed (no permission) goes into `unreadable` (path -> why)."""
     found = []
-    for root, dirs, names in os.walk(directory):
+
+    def cannot_list(exc: OSError) -> None:
+        why = exc.strerror or str(exc)
+        unreadable[str(exc.filename)] = f"a directory that cannot be read ({why}): nothing under it is read"
+
+    for root, dirs, names in os.walk(directory, onerror=cannot_list):
         base = Path(root)
         found += [base / n for n in (*dirs, *names) if n.endswith(SUFFIX) and not n.startswith(TEMP_PREFIX)]
     return sorted(found)
@@ -69,13 +75,14 @@ def _entries(directory: Path) -> list[Path]:
 def list_results(directories: Path | Iterable[Path]) -> Listing:
     """The results files of each directory in turn, each file once (one reached through two of
     the directories, or through a link, is listed where it is met first), and every other entry
-    named `*.parquet` with why it is not read. Directories that do not exist list nothing."""
+    named `*.parquet`, and every directory that cannot be listed, with why it is not read.
+    Directories that do not exist list nothing."""
     listing = Listing()
     seen: set[Path] = set()
     for directory in _directories(directories):
         if not directory.is_dir():
             continue
-        for path in _entries(directory):
+        for path in _entries(directory, listing.skipped):
             why = _not_a_file(path)
             if why is not None:
                 listing.skipped[str(path)] = why

@@ -61,14 +61,16 @@ def shown_directories(store: ResultsStore) -> list[Shown]:
 
 def shown_path(path: str | Path, shown: list[Shown]) -> str:
     """A file as /readyz names it: relative to the results directory ("h100/run.parquet"), or
-    to another directory read, after its name ("bundled:h200/run.parquet"); never absolute."""
+    to another directory read, after its name ("bundled:h200/run.parquet"); never absolute. A
+    directory read is named as `scrubbed` names it ("<results>")."""
     path = Path(path)
     for directory in shown:
         for base in directory.bases:
             try:
-                return f"{directory.prefix}{path.relative_to(base)}"
+                relative = path.relative_to(base)
             except ValueError:
                 continue
+            return f"<{directory.name}>" if relative == Path() else f"{directory.prefix}{relative}"
     return path.name
 
 

@@ -43,6 +43,42 @@ def test_corrupt_and_temporary_files_are_skipped_and_reported(store_dir: Path) -
         assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).status_code == 200
 
 
+def test_directories_that_cannot_be_read_are_reported_not_served_as_empty(
+    store_dir: Path, monkeypatch
+) -> None:
+    """A subdirectory, or the results directory itself, that cannot be listed (as for a user
+    without permission: the tests may run as root, where chmod does not keep anyone out) is
+    named in /readyz, never as its place on the server; the rest is served."""
+    write_table([trial("a100", S1, "bf16", "vec", VEC16, 0.2)], store_dir / "a100", "synthetic-a100")
+    locked = {store_dir / "a100"}
+    listing = os.scandir
+
+    def scandir(path="."):
+        if Path(path) in locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with make_client(store_dir) as c:
+        assert c.app.state.store.wait_ready(30)
+        ready = c.get("/readyz").json()
+        assert ready["skipped"] == {
+            "a100": "a directory that cannot be read (Permission denied): nothing under it is read"
+        }
+        assert "a100 skipped: a directory that cannot be read" in ready["warnings"][0]
+        assert sorted(ready["files"]) == ["synthetic-h100.parquet", "synthetic-others.parquet"]
+        assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).status_code == 200
+    locked.add(store_dir)
+    with make_client(store_dir) as c:
+        assert c.app.state.store.wait_ready(30)
+        ready = c.get("/readyz").json()
+        assert list(ready["skipped"]) == ["<results>"] and ready["files"] == []
+        assert (
+            "<results> skipped: a directory that cannot be read (Permission denied)" in ready["warnings"][0]
+        )
+        assert str(store_dir) not in json.dumps(ready)
+
+
 def wait_for(predicate, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
