@@ -152,3 +152,12 @@ def test_replay_bundled_names_the_measurements_shipped_with_the_package(
     argv = ["--replay", "bundled", "--gpu", "h200", "--shape", "B=8,T=1024,NH=32,NH_KV=8,HD=128"]
     assert main([*argv, "--dtype", "bf16", "--trials", "3", "--results", "out", "--no-progress"]) == 0
     assert " rows in out/h200/" in capsys.readouterr().err
+
+
+def test_a_recording_of_other_ops_only_says_so(recording: Path) -> None:
+    """Rows of repkv_backward alone, replayed for another op: it said 'the recording holds GPUs
+    none; pick one with --gpu' (and with --gpu h200, 'holds no GPU 'h200'; it has none')."""
+    for gpu in (None, "h200"):
+        with pytest.raises(NoRecording) as info:
+            ReplayRunner.from_directory(recording, gpu, op="repkv_forward")
+        assert str(info.value) == "the recording holds no rows of repkv_forward, only of repkv_backward"

@@ -21,7 +21,16 @@ import numpy as np
 import pandas as pd
 
 from results.listing import resolved
-from results.schema import DEFAULT_HOLD_US, L2_COLD, SHAPE_COLUMNS, Status, holds, l2_states, rows_of_op
+from results.schema import (
+    DEFAULT_HOLD_US,
+    L2_COLD,
+    SHAPE_COLUMNS,
+    Status,
+    holds,
+    l2_states,
+    ops_of,
+    rows_of_op,
+)
 from results.store import bundled_results_dir, load_results
 from tuner.cli.arguments import directory
 from tuner.interrupt import TrialInterrupted
@@ -89,7 +98,10 @@ class ReplayRunner(Runner):
         super().__init__()
         self.delay_s = max(0.0, float(delay_s))
         self.op = get_op(op)
+        others = sorted(set(ops_of(frame)) - {self.op.name})
         frame = rows_of_op(frame, self.op.name)
+        if frame.empty and others:  # not "holds GPUs none": it holds them, of other ops
+            raise NoRecording(f"the recording holds no rows of {self.op.name}, only of {', '.join(others)}")
         self.gpu = choose_label(frame, gpu)
         rows = frame[(frame["gpu"] == self.gpu) & (l2_states(frame) == l2)]
         if rows.empty:
