@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddleware
 
 from service.api import errors
+from service.api.deps import given_once
 from service.api.middleware import HeadAsGet, PageCache
 from service.api.routes import best, catalog, dashboards, docs, health, kernels, results
 from service.live_store import ResultsStore
@@ -51,6 +52,7 @@ def create_app(settings: Settings | None = None, store: ResultsStore | None = No
         lifespan=lifespan,
         docs_url=None,  # served by routes/docs.py, with local assets
         redoc_url=None,
+        dependencies=[Depends(given_once)],  # a query parameter given twice: 422
     )
     app.state.store = store
     app.state.settings = settings

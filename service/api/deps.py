@@ -37,6 +37,17 @@ DTypeFilter = Annotated[
 ]
 
 
+def given_once(request: Request) -> None:
+    """Every route's: a query parameter given more than once is a 422 naming it (else the last
+    value would be taken silently: `?B=8&T=1024&B=9` answered for B=9)."""
+    params = request.query_params
+    for name in dict.fromkeys(params.keys()):
+        values = params.getlist(name)
+        if len(values) > 1:
+            shown = ", ".join(repr(v) for v in values)
+            raise unprocessable(name, f"{name} is given {len(values)} times ({shown}): give it once", values)
+
+
 async def get_store(request: Request) -> ResultsStore:
     return request.app.state.store
 

@@ -102,3 +102,20 @@ def test_an_odd_head_size_for_a_rope_op_is_422_saying_why(client: TestClient, op
     (error,) = r.json()["detail"]
     assert error["loc"] == ["query", "HD"] and error["input"] == 127
     assert "HD=127 is odd: RoPE rotates (2i, 2i+1) pairs" in error["msg"]
+
+
+def test_a_query_parameter_given_twice_is_422_naming_it(client: TestClient) -> None:
+    """Not answered for the last value given (B=9 here), on every route; a dashboard says so in
+    its HTML error page."""
+    r = client.get("/best?B=8&T=1024&B=9")
+    assert r.status_code == 422
+    (problem,) = r.json()["detail"]
+    assert (
+        problem["loc"] == ["query", "B"] and problem["msg"] == "B is given 2 times ('8', '9'): give it once"
+    )
+    r = client.get("/results?gpu=h100&gpu=h200&limit=1")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "gpu"]
+    page = client.get("/dashboards/shape?gpu=h100&B=8&T=1024&dtype=bf16&dtype=fp32")
+    assert page.status_code == 422 and "text/html" in page.headers["content-type"]
+    assert "<code>dtype</code>: dtype is given 2 times" in page.text
+    assert client.get("/best?B=8&T=1024&gpu=h100").status_code == 200
