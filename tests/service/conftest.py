@@ -1,5 +1,6 @@
 """Fixtures of the service tests: small trial tables written by the tests themselves (every
-row says "synthetic"; nothing here is a measurement), an app over them, a live server."""
+row says "synthetic"; nothing here is a measurement), an app over them, a live server. The
+tests import names from trial_rows, service_client and live_service, not from here."""
 
 from __future__ import annotations
 
@@ -8,26 +9,11 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from live_service import free_port, running_service  # noqa: F401
-from trial_rows import (  # noqa: F401  (re-exported to the service tests)
-    GATHER,
-    NAIVE128,
-    S1,
-    S2,
-    SPLIT16,
-    VEC16,
-    WPH,
-    h100_rows,
-    other_rows,
-    trial,
-)
+from live_service import running_service
+from service_client import make_client
+from trial_rows import h100_rows, other_rows
 
 from results.store import write_table
-from service.api.app import create_app
-from service.live_store import ResultsStore
-from service.settings import Settings
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -36,11 +22,6 @@ def store_dir(tmp_path: Path) -> Path:
     write_table(h100_rows(), directory, "synthetic-h100")
     write_table(other_rows(), directory, "synthetic-others")
     return directory
-
-
-def make_client(directory: Path, interval: float = 30.0) -> TestClient:
-    store = ResultsStore(directory, interval=interval)
-    return TestClient(create_app(Settings(results_dir=directory, reload_interval=interval), store))
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import S1, h100_rows, other_rows, running_service, trial
 from dashboards_browser_js import (
     HEATMAP_OVERLAP_JS,
     LINES_JS,
@@ -25,6 +24,8 @@ from dashboards_browser_js import (
     SMALL_TEXT_JS,
     WINNER_JS,
 )
+from live_service import running_service
+from trial_rows import S1, h100_rows, other_rows, trial
 
 from results.store import write_table
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from service_client import REPO
 
 
 def test_the_service_never_imports_cupy(store_dir: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO
+from service_client import REPO
 
 from service.cli import main, settings_from
 

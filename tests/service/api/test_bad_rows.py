@@ -14,9 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import S1, SPLIT16, VEC16, WPH, make_client, trial
 from fastapi.testclient import TestClient
-from trial_rows import write_unchecked
+from service_client import make_client
+from trial_rows import S1, SPLIT16, VEC16, WPH, trial, write_unchecked
 
 from results.store import write_table
 
@@ -182,8 +182,8 @@ def test_a_missing_results_directory_is_said_in_readyz_and_the_log(
 
 
 def test_python_m_service_logs_a_missing_results_directory(tmp_path: Path) -> None:
-    from conftest import REPO
     from live_service import free_port
+    from service_client import REPO
 
     missing, port = tmp_path / "nowhere", free_port()
     proc = subprocess.Popen(

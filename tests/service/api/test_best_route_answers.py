@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from best_route_helpers import the_answer
-from conftest import S1, S2, SPLIT16, VEC16, h100_rows, make_client, trial
 from fastapi.testclient import TestClient
+from service_client import make_client
+from trial_rows import S1, S2, SPLIT16, VEC16, h100_rows, trial
 
 import variants
 from results.best import winners

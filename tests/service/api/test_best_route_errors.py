@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import S1, VEC16, make_client, trial
 from fastapi.testclient import TestClient
+from service_client import make_client
+from trial_rows import S1, VEC16, trial
 
 import variants
 from results.schema import Status

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from best_route_helpers import the_answer
-from conftest import S1, S2, SPLIT16, VEC16, make_client, trial
+from service_client import make_client
+from trial_rows import S1, S2, SPLIT16, VEC16, trial
 
 import variants
 from results.store import write_table

@@ -4,8 +4,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import S1, S2, make_client, trial
 from fastapi.testclient import TestClient
+from service_client import make_client
+from trial_rows import S1, S2, trial
 
 import variants
 from results.store import write_table

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import S1, S2, VEC16, trial
+from trial_rows import S1, S2, VEC16, trial
 
 from results.store import to_table
 from service.api import export

@@ -5,8 +5,9 @@ import os
 import time
 from pathlib import Path
 
-from conftest import S1, VEC16, make_client, trial
 from fastapi.testclient import TestClient
+from service_client import make_client
+from trial_rows import S1, VEC16, trial
 
 from results.store import bundled_results_dir, write_table
 from service.api.app import create_app

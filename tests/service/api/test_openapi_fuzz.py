@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 import schemathesis
-from conftest import h100_rows, other_rows
 from fastapi import FastAPI
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -17,6 +16,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from trial_rows import h100_rows, other_rows
 
 from results.store import write_table
 from service.api.app import create_app

@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import S1, VEC16, trial
 from fastapi.testclient import TestClient
+from trial_rows import S1, VEC16, trial
 
 from results.store import write_table
 from service.api.middleware import PageCache

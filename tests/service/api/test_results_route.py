@@ -13,8 +13,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import S1, VEC16, make_client, trial
 from fastapi.testclient import TestClient
+from service_client import make_client
+from trial_rows import S1, VEC16, trial
 
 import variants
 from results.schema import COLUMNS

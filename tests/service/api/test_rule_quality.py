@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import make_client
 from fastapi.testclient import TestClient
+from service_client import make_client
 from trial_rows import rule_quality_rows
 
 from results.store import write_table

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
-from conftest import h100_rows, other_rows
+from trial_rows import h100_rows, other_rows
 
 BF16 = "bf16"
 

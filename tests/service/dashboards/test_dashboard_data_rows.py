@@ -6,8 +6,8 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import S1, S2, SPLIT16, VEC16, h100_rows, other_rows, trial
 from dashboard_data_helpers import BF16, frame
+from trial_rows import S1, S2, SPLIT16, VEC16, h100_rows, other_rows, trial
 
 import variants
 from results.index import StoreIndex, build_index

@@ -6,8 +6,8 @@ import math
 
 import pandas as pd
 import pytest
-from conftest import S1, SPLIT16, VEC16, WPH, trial
 from dashboard_data_helpers import BF16, frame
+from trial_rows import S1, SPLIT16, VEC16, WPH, trial
 
 from results.schema import Status
 from service.dashboards import data

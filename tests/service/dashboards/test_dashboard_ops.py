@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import S1, h100_rows, make_client, other_rows, trial
 from fastapi.testclient import TestClient
+from service_client import make_client
 from test_dashboard_pages import hrefs, picker_options, specs, values
+from trial_rows import S1, h100_rows, other_rows, trial
 
 import variants
 from results.store import write_table

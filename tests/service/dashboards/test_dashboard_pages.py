@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import S1, VEC16, h100_rows, make_client, other_rows, trial
 from dashboard_page_helpers import (
     hrefs,
     labelled_lines,
@@ -13,6 +12,8 @@ from dashboard_page_helpers import (
     values,  # noqa: F401  (test_dashboard_ops.py imports it from here)
 )
 from fastapi.testclient import TestClient
+from service_client import make_client
+from trial_rows import S1, VEC16, h100_rows, other_rows, trial
 
 import variants
 from results.store import write_table

@@ -11,9 +11,10 @@ import plotly.graph_objects as go
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import S1, VEC16, make_client, trial
 from dashboard_page_helpers import SHAPE, labelled_lines, specs
 from fastapi.testclient import TestClient
+from service_client import make_client
+from trial_rows import S1, VEC16, trial
 
 import results.store
 import variants

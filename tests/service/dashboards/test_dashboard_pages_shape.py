@@ -5,9 +5,10 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from conftest import S1, SPLIT16, VEC16, h100_rows, make_client, trial
 from dashboard_page_helpers import SHAPE, hrefs, picker_options, specs, values
 from fastapi.testclient import TestClient
+from service_client import make_client
+from trial_rows import S1, SPLIT16, VEC16, h100_rows, trial
 
 import variants
 from results.store import write_table
