@@ -21,6 +21,7 @@ from variants.split_runtime import FAMILY as SPLIT_RUNTIME
 from variants.tile import FAMILY as TILE
 from variants.vec import FAMILY as VEC
 from variants.warp_per_head import FAMILY as WARP_PER_HEAD
+from variants.warp_sum import FAMILY as WARP_SUM
 
 
 def _reference(inputs: Sequence[Any], shape: Shape, positions: Any, xp: Any) -> Any:
@@ -36,7 +37,10 @@ OP = Op(
     doc="sum the gradients of the K/V replicas: dout (B, T, 3, NH, HD) -> dinp (B, T, NH + 2*NH_KV, HD)",
     output=Operand("dinp", "(B, T, NH + 2*NH_KV, HD)", token_elements=lambda s: s.heads_in * s.HD),
     inputs=(Operand("dout", "(B, T, 3, NH, HD)", token_elements=lambda s: 3 * s.NH * s.HD),),
-    families={f.name: f for f in (NAIVE, GATHER, VEC, WARP_PER_HEAD, SPLIT, TILE, BULK, FLAT, SPLIT_RUNTIME)},
+    families={
+        f.name: f
+        for f in (NAIVE, GATHER, VEC, WARP_PER_HEAD, SPLIT, TILE, BULK, FLAT, SPLIT_RUNTIME, WARP_SUM)
+    },
     baseline=Config.of("naive", **BASELINE_PARAMS),
     reference=_reference,
     tolerance=_tolerance,

@@ -104,6 +104,7 @@ HUGE_CONFIGS = [
     ),
     Config.of("bulk", block=128, groups=2, stages=3, blocks_per_sm=2, l2="evict_first"),
     Config.of("flat", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
+    Config.of("warp_sum", block=256, vec_bytes=16, items=4, load="ldcs", store="plain"),
 ]
 
 
@@ -119,7 +120,7 @@ def test_more_than_2_31_elements_in_bf16(session, config: Config) -> None:
 
 SAMPLED_CASES = [
     pytest.param(shape, DTYPES[dtype], config, id=f"{name}-{dtype}-{config.key}")
-    for family in ("bulk", "tile", "flat", "split_runtime")
+    for family in ("bulk", "tile", "flat", "split_runtime", "warp_sum")
     for name, shape in SHAPES.items()
     for dtype in DTYPES
     for config in random.Random(f"{family}-{name}-{dtype}").sample(
@@ -130,13 +131,13 @@ SAMPLED_CASES = [
 
 
 @pytest.mark.parametrize(("shape", "dtype", "config"), SAMPLED_CASES)
-def test_sampled_configurations_of_bulk_tile_flat_and_split_runtime(
+def test_sampled_configurations_of_the_many_parameter_families(
     session, shape: Shape, dtype: DType, config: Config
 ) -> None:
     """The block size alone (the sample above) leaves most of bulk's pipeline (stages,
     persistence, L2 policy), of tile's (tokens per tile, ragged last tiles, replica groups) and
-    of flat's (words per thread, replica groups) untried: 8 random configurations of each shape
-    and dtype each family serves."""
+    of flat's (words per thread, replica groups), of split_runtime's and warp_sum's (items a thread)
+    untried: 8 random configurations of each shape and dtype each family serves."""
     result = session.run_checked(shape, dtype, session.launcher(shape, dtype, config))
     assert result.ok, result.summary()
 

@@ -33,7 +33,7 @@ def cases():
             yield pytest.param(op, family, id=f"{op.name}.{name}")
 
 
-COMPILED_LAYOUT = ("flat", "split")  # families with the head layout in their template arguments
+COMPILED_LAYOUT = ("flat", "split", "warp_sum")  # families with the head layout in their template arguments
 # launch-bounded to one block an SM (__launch_bounds__(BLOCK or 256, 1)): no register cap
 ONE_BLOCK_BOUND = (*COMPILED_LAYOUT, "split_runtime")
 
@@ -63,6 +63,16 @@ def test_launch_and_grid_terms_agree_and_cover_the_output(op, family) -> None:
                         per_block = launch.block * items
                         assert (blocks - 1) * per_block < shape.tokens * words <= blocks * per_block
                     assert q_blocks + kv_blocks == launch.grid
+                    checked += 1
+                    continue
+                if family.name == "warp_sum":  # query-word blocks, then a warp per K/V group
+                    q_blocks, kv_blocks = family.blocks(shape, dtype, p)
+                    hdv = shape.HD * dtype.itemsize // p["vec_bytes"]
+                    q_per_block, warps = launch.block * p["items"], launch.block // 32
+                    q_words, groups = shape.tokens * shape.NH * hdv, shape.tokens * 2 * shape.NH_KV
+                    assert (q_blocks - 1) * q_per_block < q_words <= q_blocks * q_per_block
+                    assert (kv_blocks - 1) * warps < groups <= kv_blocks * warps
+                    assert q_blocks + kv_blocks == launch.grid and 32 % hdv == 0
                     checked += 1
                     continue
                 assert (
@@ -104,6 +114,16 @@ def test_rejections(op, family) -> None:
         assert "2^31" in family.rejection(HUGE, bf16, config)
         assert family.rejection(Shape(8, 1024, 32, 8, 128), bf16, config) is None
         assert "odd" in family.rejection(odd, bf16, config)
+        return
+    if family.name == "warp_sum":  # a head's words must divide a warp's 32 lanes
+        for config in family.space():
+            vec_bytes = config.values["vec_bytes"]
+            hd10 = family.rejection(Shape(2, 3, 4, 2, 10), fp32, config)  # 5 words of 8 bytes
+            assert ("divide a warp" if vec_bytes == 8 else "not divisible") in hd10
+            hd96 = family.rejection(Shape(2, 3, 4, 2, 96), bf16, config)  # 12 or 24 words
+            assert f"is {96 * 2 // vec_bytes} words" in hd96
+            assert family.rejection(Shape(2, 3, 4, 2, 64), bf16, config) is None
+            assert family.rejection(HUGE, bf16, config) is None
         return
     # flat's own rules (replica groups, 4 words with 64-bit indices) are tested in test_layout_family
     plain = [c for c in family.space() if c.values.get("group", 2) == 2 and c.values.get("words", 1) < 4]
