@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,30 @@ def test_the_winners_of_a_fused_op_are_set_against_its_naive_kernel(
     assert main(["best", "--results", str(tmp_path), "--no-bundled", "--op", "repkv_rope_backward"]) == 0
     out = capsys.readouterr().out
     assert "vs naive" in out and "vs llm.c" not in out
+
+
+def test_families_that_serve_no_configuration_of_a_shape_are_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """--family warp_sum at HD 256 in fp32 (a head of 64 or 128 words, which do not divide a
+    warp): refused up front, naming the group and why (a study with no configuration to search
+    stopped the run with a traceback after the groups before it)."""
+    op_name = "repkv_backward"
+    runner = BenchRunner(op_bench(op_name), IDENTITY, op_copy_ms(op_name))
+    hd256 = Shape(4, 64, 8, 1, 256)
+    request = TuneRequest(
+        op=op_name,
+        families=("warp_sum",),
+        shapes=(SMALL, hd256),
+        dtypes=("bf16", "fp32"),
+        results_dir=tmp_path,
+    )
+    with pytest.raises(
+        TuneError,
+        match=r"--family warp_sum serves B=4,T=64,NH=8,NH_KV=1,HD=256 fp32 \(warp_sum: HD=256 is \d+ words",
+    ):
+        tune(request, runner=runner)
+    assert not runner.calls and not list(tmp_path.iterdir())
+    fine = dataclasses.replace(request, dtypes=("bf16",), trials=3, seed=1, progress=False)
+    assert tune(fine, runner=runner).rows > 0
+    assert {config.family for _, _, config in runner.calls} == {"warp_sum"}

@@ -33,7 +33,7 @@ from tuner.run.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
 from tuner.run.leaders import LEADERS_AGAIN, leaders_of_other_runs, leaders_plan
 from tuner.run.request import TuneError, TuneRequest, TuneResult, check_numbers, outcome_frame, study_plans
 from tuner.run.rows import ResultsSink, new_run_id
-from tuner.run.setup import gpu_runner, preflight, searched_families
+from tuner.run.setup import check_families_serve, gpu_runner, preflight, searched_families
 from tuner.runners.replay import NoRecording, ReplayRunner
 from tuner.runners.runner import Runner
 from tuner.study.claims import stored_answers
@@ -255,6 +255,8 @@ def tune(
         refused = op.rejection(shape)
         if refused is not None:
             raise TuneError(f"{op.name} cannot run {shape.key}: {refused[1]}")
+    if request.families:
+        check_families_serve(op, request)
     preflight(request, replaying=runner is None and request.replay_dir is not None)
     if runner is None and request.replay_dir is not None:
         try:

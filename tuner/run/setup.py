@@ -10,7 +10,7 @@ from results.store import user_results_dir
 from tuner.run.preflight import CUDA_HINT, PreflightError, check_cuda, check_results_dir, check_storage
 from tuner.run.request import TuneError, TuneRequest
 from tuner.runners.runner import Runner
-from variants import DEFAULT_OP, Family, compute_capability_number, get_op
+from variants import DEFAULT_OP, DTYPES, Family, Op, compute_capability_number, get_op
 
 
 def gpu_runner(
@@ -81,3 +81,18 @@ def searched_families(request: TuneRequest, runner: Runner) -> dict[str, Family]
 def runs_on_device(family: Family, runner: Runner) -> bool:
     number = compute_capability_number(runner.identity.compute_capability)
     return number is None or family.min_compute_capability <= number
+
+
+def check_families_serve(op: Op, request: TuneRequest) -> None:
+    """Every (shape, dtype) asked for must have a configuration among the --family families,
+    before anything runs (a study with none would have nothing to search)."""
+    for shape in request.shapes:
+        for dtype in (DTYPES[d] for d in request.dtypes):
+            families = [op.families[name] for name in request.families]
+            if any(f.valid_configs(shape, dtype) for f in families):
+                continue
+            why = "; ".join(f"{f.name}: {f.rejection(shape, dtype, next(iter(f.space())))}" for f in families)
+            raise TuneError(
+                f"no configuration of --family {','.join(request.families)} serves {shape.key} "
+                f"{dtype.name} ({why}): drop that shape or dtype, or add a family"
+            )
