@@ -10,7 +10,9 @@ rule instead asks how each configuration fared across the store's nearest tuned 
     candidates  the LEADERS fastest configurations of each neighbour
     score(c)    the weighted geometric mean over the neighbours of c's slow-down there
                 (c's time / the group's best), weight 2^-distance; where c was never
-                measured at a neighbour its slow-down is taken as UNMEASURED
+                measured at a neighbour its slow-down is taken as UNMEASURED, or as its
+                family's best slow-down there where that is worse (a family that ran 2x behind
+                at MQA is not assumed 1.1x behind for a configuration the tuner skipped)
     served      the candidates that can serve the requested shape, lowest score first
 
 A configuration that ran within a few per cent of the optimum everywhere near beats one that
@@ -89,12 +91,17 @@ def rank(
         leaders = [c for c in group.candidates if families is None or c.family.name in families]
         for c in leaders[:LEADERS]:
             proposed.setdefault(c.config_key, c)
+    family_best = [_family_best(group, times) for _, group, times in timed]
     scored = []
     for key in proposed:
         log_sum, measured, home, home_slowdown = 0.0, 0, None, math.inf
-        for weight, group, times in timed:
+        family = proposed[key].family.name
+        for (weight, group, times), best_of in zip(timed, family_best, strict=True):
             time = times.get(key)
-            slowdown = UNMEASURED if time is None else time / group.best.time_ms
+            if time is None:  # at least UNMEASURED, and no faster than its family's best there
+                slowdown = max(UNMEASURED, best_of.get(family, UNMEASURED))
+            else:
+                slowdown = time / group.best.time_ms
             log_sum += weight * math.log(slowdown)
             if time is not None:
                 measured += 1
@@ -105,6 +112,16 @@ def rank(
         scored.append(Scored(math.exp(log_sum / total), home, home_candidate, measured))
     scored.sort(key=lambda s: (s.score, -s.measured_at, s.candidate.config_key))
     return scored
+
+
+def _family_best(group: TunedGroup, times: dict[str, float]) -> dict[str, float]:
+    """Each family's best slow-down measured at the group (its fastest configuration's time
+    over the group's best)."""
+    best: dict[str, float] = {}
+    for key, time in times.items():
+        family = key.partition("[")[0]
+        best[family] = min(best.get(family, math.inf), time / group.best.time_ms)
+    return best
 
 
 # The header's table: a layout nobody tuned falls in one class per (nrep, HD, B*T), each served by

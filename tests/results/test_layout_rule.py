@@ -104,3 +104,26 @@ def test_an_untuned_mha_layout_is_guided_by_the_mha_groups_alone() -> None:
     # a layout that sums replicas still weighs the MHA group among the others
     gqa = layout_rule.neighbours(index.groups_of("g"), Shape(4, 1024, 32, 4, 256), BF16)
     assert mha in [g.shape for _, g in gqa] and len(gqa) == 5
+
+
+def test_a_configuration_never_measured_near_is_assumed_no_faster_than_its_family_there() -> None:
+    """One vec configuration wins NEAR by 1% and was never run at the three others, where
+    vec's only configuration ran 2x behind: it is scored at 2x there, not at UNMEASURED, and
+    warp_per_head (6-8% behind everywhere) is served."""
+    vec_near = {**VEC16, "block": 512}
+    rows = [
+        trial("g", NEAR, "bf16", "vec", vec_near, 0.99, number=0),
+        trial("g", NEAR, "bf16", "warp_per_head", WPH, 1.06, number=1),
+    ]
+    for n, shape in enumerate(OTHERS, start=1):
+        rows.append(trial("g", shape, "bf16", "split", SPLIT16, 1.00, number=3 * n))
+        rows.append(trial("g", shape, "bf16", "warp_per_head", WPH, 1.08, number=3 * n + 1))
+        rows.append(trial("g", shape, "bf16", "vec", VEC16, 2.00, number=3 * n + 2))
+    groups = build_index(pd.DataFrame(rows)).groups_of("g")
+    ranked = layout_rule.rank(groups, Shape(8, 1024, 40, 8, 128), BF16)
+    by_key = {s.candidate.config_key: s for s in ranked}
+    vec_key = variants.Config.of("vec", **vec_near).key
+    wph_key = variants.Config.of("warp_per_head", **WPH).key
+    assert by_key[vec_key].measured_at == 1
+    assert by_key[wph_key].score < by_key[vec_key].score
+    assert ranked[0].candidate.config.family == "warp_per_head"
