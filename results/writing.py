@@ -51,11 +51,17 @@ def write_frame(frame: pd.DataFrame, path: Path) -> Path:
     return _replace_atomically(Path(path), lambda tmp: frame.to_parquet(tmp, index=False))
 
 
+def write_text(text: str, path: Path) -> Path:
+    """A text file (an exported header or table) as `path`, atomically, through a temporary of
+    its own: concurrent writers of one path never share a temporary name."""
+    return _replace_atomically(Path(path), lambda tmp: Path(tmp).write_text(text))
+
+
 def _replace_atomically(target: Path, write: Callable[[str], object]) -> Path:
     """`write` a temporary file beside `target` (its directory made if need be), then rename it
     over `target`; the temporary is removed if anything fails."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=".parquet", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=target.suffix, dir=target.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are shared data
     try:

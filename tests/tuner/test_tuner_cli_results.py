@@ -263,6 +263,17 @@ def test_export_to_a_directory_is_one_line_and_leaves_nothing_beside_it(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["llmc"] and not list(out.iterdir())
 
 
+def test_exports_to_one_path_never_share_a_temporary_name(recording: Path, tmp_path: Path, capsys) -> None:
+    """The header went through the fixed temporary `.<name>.tmp`: a second export of the same
+    path, or anything already at that name, broke the first or was overwritten by it."""
+    out = tmp_path / "repkv.cuh"
+    (tmp_path / ".repkv.cuh.tmp").mkdir()  # the old fixed name, taken
+    argv = ["export", "--results", str(recording), "--gpu", "h200", "-o", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "#pragma once" in out.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".repkv.cuh.tmp", "repkv.cuh"]
+
+
 def test_export_of_a_directory_without_rows_says_so_not_pick_a_gpu(tmp_path: Path, capsys) -> None:
     """A missing or empty --results was answered 'the results hold GPUs none: pick one with --gpu'."""
     (tmp_path / "empty").mkdir()

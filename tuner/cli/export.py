@@ -9,7 +9,6 @@ python -m tuner export --format json --gpu h200
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from results.header_render import render_header
 from results.index import build_index
 from results.schema import L2_COLD, L2_STATES
 from results.store import load_results, read_dirs
+from results.writing import write_text
 from tuner.cli.arguments import NO_BUNDLED_HELP, results_alone_help
 from tuner.run.gpus import gpu_label_argument
 
@@ -67,14 +67,9 @@ def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Ex
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    tmp = args.output.with_name(f".{args.output.name}.tmp")
     try:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        tmp.replace(args.output)
+        write_text(text, args.output)  # a temporary of its own beside it, removed on failure
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)  # nothing left beside the output
         raise usage_error(f"cannot write {args.output}: {exc.strerror or exc}") from None
     counts = ", ".join(f"{op} {len(table.rows)}" for op, table in export.tables.items())
     total = sum(len(table.rows) for table in export.tables.values())
