@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 
@@ -37,6 +38,12 @@ def test_one_shape_value_may_hold_several_shapes() -> None:
     assert A.split_shapes("HD=64,B=1,T=256,NH=14,NH_KV=2") == ["HD=64,B=1,T=256,NH=14,NH_KV=2"]
     shapes = A.parse_shape_values([f"{SMALL},{SEED}", SMALL])
     assert shapes == [Shape.parse(SMALL), Shape.parse(SEED)]  # each once, in order
+
+
+@pytest.mark.parametrize("text", ["", " ", ",", " , "])
+def test_a_shape_value_with_no_shape_is_refused_not_read_as_the_default_set(text: str) -> None:
+    with pytest.raises(A.UsageError, match=re.escape("names no shape: give B=..,T=..,NH=..,NH_KV=..,HD=..")):
+        A.parse_shape_values([SMALL, text])
 
 
 @pytest.mark.parametrize("text", ["B=8,B=9", "B=8,T=1024,B=9,NH=32,NH_KV=8,HD=128"])

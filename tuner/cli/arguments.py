@@ -99,7 +99,10 @@ def split_shapes(text: str) -> list[str]:
             missing = ", ".join(f for f in _SHAPE_FIELDS if f not in seen)
             first = parts[0].split("=", 1)[0].strip()
             raise _given_twice(first, text, f"; {','.join(parts)!r} lacks {missing}")
-    return [",".join(parts) for parts in shapes if parts]
+    found = [",".join(parts) for parts in shapes if parts]
+    if not found:  # '' or ',': a shell variable left empty, not a request for the default set
+        raise InvalidShape(f"{text!r} names no shape: give B=..,T=..,NH=..,NH_KV=..,HD=..")
+    return found
 
 
 def parse_shape_values(values: Iterable[str] | None) -> list[Shape]:
