@@ -16,10 +16,12 @@ from service.live_store import ResultsStore
 from service.settings import Settings
 
 DESCRIPTION = """
-Tuned configurations of the repkv backward kernel (the backward pass of grouped-query
-attention's K/V replication), read from the results store.
+Tuned configurations of llm.c's grouped-query-attention kernels, read from the results store:
+`repkv_backward` (the default), `repkv_forward`, and RoPE fused into both directions,
+`rope_repkv_forward` and `repkv_rope_backward` (pick one with `op=`).
 
-`GET /best?B=8&T=1024` answers with everything needed to compile and launch the kernel:
+`GET /best?B=8&T=1024` (or `&op=repkv_forward`, ...) answers with everything needed to compile
+and launch the kernel:
 source (via `/kernels/{source_hash}`), name expression, compile options, argument list,
 grid and block. Dashboards are under `/dashboards`.
 """

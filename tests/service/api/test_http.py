@@ -9,6 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
+import variants
+
 GET_ROUTES = [
     "/best?B=8&T=1024",
     "/best?B=8&T=1024&gpu=h100",
@@ -78,6 +80,12 @@ def test_documentation_pages_need_no_internet(client: TestClient, page: str) -> 
         r = client.get(url)
         assert r.status_code == 200 and len(r.content) > 0, url
     assert client.get("/openapi.json").json()["openapi"].startswith("3.1")
+
+
+def test_the_api_description_names_every_op_it_serves(client: TestClient) -> None:
+    description = client.get("/openapi.json").json()["info"]["description"]
+    for op in variants.OPS:
+        assert f"`{op}`" in description, op
 
 
 def test_the_swagger_ui_served_reads_openapi_3_1(client: TestClient) -> None:
