@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from optuna.storages import JournalStorage
 
+from tuner.study.journal import journal_storage
 from tuner.study.storage import InvalidStorage, default_storage_url, make_storage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,3 +65,21 @@ def test_sqlite_in_a_directory_that_does_not_exist_is_refused_and_nothing_is_mad
     (tmp_path / "there").mkdir()
     make_storage("sqlite:///there/optuna.db")  # a new database in a directory that exists
     assert (tmp_path / "there" / "optuna.db").is_file()
+
+
+@pytest.mark.parametrize("fragment", [b'{"op_code":4,"worker_id":"cut', b"x" * 200_000])
+def test_a_line_cut_by_a_killed_writer_is_dropped_by_the_next_append(tmp_path: Path, fragment: bytes) -> None:
+    """The fragment a writer killed mid-line leaves was glued to the next append's first line,
+    and the journal, one bad line followed by more, could no longer be read."""
+    import optuna
+
+    path = tmp_path / "optuna.journal"
+    study = optuna.create_study(study_name="s", storage=journal_storage(path))
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    with path.open("ab") as f:
+        f.write(fragment)
+    again = optuna.load_study(study_name="s", storage=journal_storage(path))
+    again.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    fresh = optuna.load_study(study_name="s", storage=journal_storage(path))
+    assert [t.state for t in fresh.trials] == [optuna.trial.TrialState.COMPLETE] * 4
+    assert fragment not in path.read_bytes()

@@ -9,6 +9,11 @@ no faster than one (measured on two H200s: 0.97x). Here the lock is `flock(2)`: 
 wakes as soon as the holder lets go, and the kernel releases the lock of a process that dies,
 so a SIGKILLed worker never leaves a stale lock behind.
 
+A writer killed in the middle of a line (a partial `write(2)`) leaves a fragment without its
+newline. Optuna reads past such a last line, but the next append would glue its first line to
+it, and a bad line followed by more makes the whole journal unreadable: an append therefore
+first cuts a fragment it finds at the end (never read by anyone, so nothing is lost).
+
 Lines are appended without an fsync each, as the results' parquet files are written: a
 process killed at any moment loses nothing it appended (the page cache holds it), and what
 a power cut could take back is only the study's last trials, whose rows answer them when the
@@ -63,8 +68,9 @@ class JournalFile(JournalFileBackend):
         data = ("\n".join(json.dumps(log, separators=(",", ":")) for log in logs) + "\n").encode()
         self._journal_lock.acquire()
         try:
-            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
             try:
+                _cut_fragment(fd)
                 view = memoryview(data)
                 while view:  # whole lines, appended under the lock
                     view = view[os.write(fd, view) :]
@@ -72,6 +78,22 @@ class JournalFile(JournalFileBackend):
                 os.close(fd)
         finally:
             self._journal_lock.release()
+
+
+def _cut_fragment(fd: int, chunk: int = 1 << 16) -> None:
+    """Truncate the file after its last newline, if a line without one follows it."""
+    end = os.fstat(fd).st_size
+    if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
+        return
+    keep, position = 0, end
+    while position > 0:  # back to the last newline, a chunk at a time
+        start = max(0, position - chunk)
+        newline = os.pread(fd, position - start, start).rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        position = start
+    os.ftruncate(fd, keep)
 
 
 def journal_storage(path: Path | str) -> JournalStorage:
