@@ -1,4 +1,4 @@
-"""GET /kernels/{source_hash}: the CUDA source of a current kernel family."""
+"""GET /kernels/{source_hash}: the CUDA source of a current kernel family, of any op."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from service.api.models import ErrorBody
 
 router = APIRouter(tags=["kernels"])
 
-SOURCES: dict[str, variants.Family] = {family.source_hash: family for family in variants.FAMILIES.values()}
+# Every op's families: /best links each answer's source here, whichever op it answered for.
+SOURCES: dict[str, tuple[str, variants.Family]] = {
+    family.source_hash: (op.name, family) for op in variants.OPS.values() for family in op.families.values()
+}
 
 
 @router.get(
@@ -29,17 +32,19 @@ async def kernel_source(
 ) -> PlainTextResponse:
     """The whole compilation unit of the family whose current source has this hash.
     Only current sources are served: a hash from an older source gives 404."""
-    family = SOURCES.get(source_hash)
-    if family is None:
+    found = SOURCES.get(source_hash)
+    if found is None:
         raise NotFound(
             "no current kernel family has this source hash",
-            [f"{h} ({f.name})" for h, f in SOURCES.items()],
+            [f"{h} ({op} {f.name})" for h, (op, f) in SOURCES.items()],
         )
+    op, family = found
     return PlainTextResponse(
         family.source,
         headers={
             "ETag": f'"{source_hash}"',
             "Cache-Control": "public, max-age=31536000, immutable",
             "X-Kernel-Family": family.name,
+            "X-Kernel-Op": op,
         },
     )

@@ -7,15 +7,18 @@ import variants
 
 
 def test_current_sources_are_served_by_hash(client: TestClient) -> None:
-    for family in variants.FAMILIES.values():
-        r = client.get(f"/kernels/{family.source_hash}")
-        assert r.status_code == 200 and r.text == family.source
-        assert r.headers["content-type"].startswith("text/plain")
+    for op in variants.OPS.values():  # every op's: /best links its answer's source here
+        for family in op.families.values():
+            r = client.get(f"/kernels/{family.source_hash}")
+            assert r.status_code == 200 and r.text == family.source, (op.name, family.name)
+            assert r.headers["content-type"].startswith("text/plain")
+            assert (r.headers["x-kernel-op"], r.headers["x-kernel-family"]) == (op.name, family.name)
 
 
 def test_unknown_hash_is_404_listing_the_current_ones(client: TestClient) -> None:
     r = client.get("/kernels/0123456789abcdef")
-    assert r.status_code == 404 and len(r.json()["available"]) == len(variants.FAMILIES)
+    every = sum(len(op.families) for op in variants.OPS.values())
+    assert r.status_code == 404 and len(r.json()["available"]) == every
 
 
 @pytest.mark.parametrize("bad", ["xyz", "0123456789ABCDEF", "0123456789abcdef0", "..%2F..%2Fetc", "g" * 16])
