@@ -4,30 +4,16 @@ Each takes the index of the op shown (`StoreIndex.for_op`) and that op, which ev
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 
 from fastapi.responses import HTMLResponse
 
 import variants
 from results.index import StoreIndex, shape_tuple
-from results.schema import ops_of
 from service.dashboards import data, pages
 from service.dashboards.urls import link
+from service.nothing_served import ops_with_rows, unread_files
 from variants import DType, Shape
-
-# The ops with rows of each index (they die with it).
-_OPS_WITH_ROWS: weakref.WeakKeyDictionary[StoreIndex, frozenset[str]] = weakref.WeakKeyDictionary()
-
-
-def ops_with_rows(index: StoreIndex) -> frozenset[str]:
-    """The ops the index's rows (of every op, any status) measured."""
-    found = _OPS_WITH_ROWS.get(index)
-    if found is None:
-        frame = index.frame
-        found = frozenset(ops_of(frame).unique()) if len(frame) else frozenset()
-        _OPS_WITH_ROWS[index] = found
-    return found
 
 
 def html(text: str, status_code: int = 200) -> HTMLResponse:
@@ -44,12 +30,12 @@ def op_picker(index: StoreIndex, op: str, url_of: Callable[[str], str]) -> str:
 
 
 def untuned(index: StoreIndex, op: str, title: str, url_of: Callable[[str], str]) -> HTMLResponse | None:
-    """The page of an op without rows: the op picker and one line with the command that tunes
-    it (200: nothing is wrong with the request). None when the op has rows, or when the store
-    holds no row at all and the op is the default one (the pages say that themselves)."""
-    if op in ops_with_rows(index) or (op == variants.DEFAULT_OP and not len(index.frame)):
+    """The page of an op without rows (the default op on an empty store too): the op picker,
+    one line with the command that tunes it, and how many results files could not be read
+    (200: nothing is wrong with the request). None when the op has rows."""
+    if op in ops_with_rows(index):
         return None
-    body = pages.pickers(op_picker(index, op, url_of)) + pages.untuned_op(op)
+    body = pages.pickers(op_picker(index, op, url_of)) + pages.untuned_op(op, unread_files(index))
     return html(pages.page(title, body, op=op))
 
 

@@ -111,11 +111,13 @@ def op_picker(op: str, url_of: Callable[[str], str], with_rows: Collection[str])
     return picker("Op", options)
 
 
-def untuned_op(op: str) -> str:
-    """The line of a page whose op has no rows: the command that tunes it."""
+def untuned_op(op: str, unread: str = "") -> str:
+    """The line of a page whose op has no rows: the command that tunes it, then `unread` (the
+    results files that could not be read, or nothing), with a link to the status page."""
+    note = f'<p class="unread">{e(unread)}: see {link("Status", "/readyz")}.</p>'
     return (
         f'<p class="untuned">No results of {e(op)} yet: tune it with '
-        f"<code>python -m tuner --op {e(op)}</code>.</p>"
+        f"<code>python -m tuner --op {e(op)}</code>.</p>" + (note if unread else "")
     )
 
 

@@ -24,6 +24,7 @@ from service.api.models import (
     ShapeModel,
     TierQualityModel,
 )
+from service.nothing_served import no_results
 from variants import DType, Shape
 
 router = APIRouter(tags=["best"])
@@ -183,6 +184,8 @@ def best_answer(
     tuned (GPU, shape, dtype) serves its rows of L2 state `l2`, or its cold ones where it has
     none (`StoreIndex.in_state`)."""
     index = index.for_op(op).in_state(l2)
+    if not index.groups:  # before any GPU: no other GPU's results could answer either
+        raise NotFound(no_results(index, op))
     if gpu is not None:
         if gpu not in index.by_gpu and not (other_gpus and index.by_gpu):
             raise NotFound(
@@ -203,9 +206,5 @@ def best_answer(
         if choice is not None:
             answers.append(answer(index, label, shape, dtype, choice, include_source))
     if not answers:
-        if not index.groups and op == variants.DEFAULT_OP:
-            raise NotFound("no results are loaded: the results directory has no correct trials yet")
-        if not index.groups:
-            raise NotFound(f"no results of {op} are loaded: tune it with `python -m tuner --op {op}`")
         raise NotFound(f"no tuned configuration can serve {shape} {dtype.name}", tuned_names(index))
     return BestResponse(op=op, shape=shape_model(shape), dtype=dtype.name, answers=answers)

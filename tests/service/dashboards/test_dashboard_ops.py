@@ -185,12 +185,27 @@ def test_an_op_without_rows_says_how_to_tune_it(ops_client: TestClient, name: st
     assert [text for text, _, selected in picker_options(r.text, "op") if selected] == [f"{op} (no results)"]
 
 
-def test_an_empty_store_still_says_no_results_for_the_default_op(tmp_path: Path) -> None:
+def test_an_empty_store_says_no_results_for_the_default_op(tmp_path: Path) -> None:
+    """Not three empty charts: the line that says how to tune, on every page and op."""
     with make_client(tmp_path / "empty") as client:
         assert client.app.state.store.wait_ready(30)
-        assert "untuned" not in client.get("/dashboards").text
-        r = client.get(f"/dashboards?op={FORWARD}")
-        assert r.status_code == 200 and f"python -m tuner --op {FORWARD}" in r.text
+        for name, path in PAGES.items():
+            for op in (variants.DEFAULT_OP, FORWARD):
+                r = client.get(with_op(path, op))
+                assert r.status_code == 200, (name, op)
+                assert f"python -m tuner --op {op}" in r.text and specs(r.text) == [], (name, op)
+                assert 'class="unread"' not in r.text
+
+
+def test_a_store_of_unreadable_files_says_so(tmp_path: Path) -> None:
+    (tmp_path / "h100").mkdir(parents=True)
+    (tmp_path / "h100" / "corrupt.parquet").write_bytes(b"PAR1 not a parquet file")
+    with make_client(tmp_path) as client:
+        assert client.app.state.store.wait_ready(30)
+        r = client.get("/dashboards")
+        assert r.status_code == 200 and specs(r.text) == []
+        (line,) = re.findall(r'<p class="unread">(.*?)</p>', r.text)
+        assert line.startswith("1 results file could not be read: see ") and '"/readyz"' in line
 
 
 def test_the_data_functions_take_one_op() -> None:
