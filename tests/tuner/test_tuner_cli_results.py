@@ -281,3 +281,21 @@ def test_export_of_a_directory_without_rows_says_so_not_pick_a_gpu(tmp_path: Pat
         assert main(["export", "--results", str(tmp_path / name)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err == [f"error: no trial rows under {tmp_path / name}{note}"], err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["best"], ["best", "--gpu", "h200"], ["best", "--format", "json"], ["export", "--gpu", "h200"]],
+)
+def test_best_and_export_of_a_results_dir_that_does_not_exist_say_so(
+    argv: list[str], tmp_path: Path, capsys
+) -> None:
+    """A mistyped --results was read as an empty store: best printed 'no trial rows under DIR' and
+    exited 1, export --gpu said 'the results hold none (in DIR)'; neither said DIR is not there."""
+    typo = tmp_path / "typo"
+    assert main([*argv, "--results", str(typo)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        f"error: no trial rows under {typo} ({typo}: no such directory)"
+    ]
+    assert captured.out == "" and not typo.exists()

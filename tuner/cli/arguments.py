@@ -49,6 +49,19 @@ class UsageError(RepkvTuneError):
     """A mistake in the command line: the message says what to do."""
 
 
+def results_to_read(results: Path | None, *, bundled: bool) -> list[Path]:
+    """The directories `best` and `export` read: `--results DIR` alone, else the user's
+    directory and the bundled results (`results.store.read_dirs`). A DIR that does not exist
+    is a usage error (a typo, not an empty store)."""
+    from results.store import read_dirs
+
+    if results is None:
+        return read_dirs(bundled=bundled)
+    if not results.exists():
+        raise UsageError(f"no trial rows under {results} ({results}: no such directory)")
+    return [results]
+
+
 def csv_values(values: Iterable[str] | None) -> list[str]:
     """Repeated flags and comma lists, flattened: ['bf16,fp16', 'fp32'] -> [bf16, fp16, fp32]."""
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]

@@ -17,9 +17,9 @@ from results.header import ExportError, export_header
 from results.header_render import render_header
 from results.index import build_index
 from results.schema import L2_COLD, L2_STATES
-from results.store import load_results, read_dirs
+from results.store import load_results
 from results.writing import write_text
-from tuner.cli.arguments import NO_BUNDLED_HELP, results_alone_help
+from tuner.cli.arguments import NO_BUNDLED_HELP, results_alone_help, results_to_read
 from tuner.run.gpus import gpu_label_argument
 
 FORMATS = ("cuda-header", "json")
@@ -47,7 +47,7 @@ def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path)
 def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Exception]) -> int:
     if args.output is not None and args.output.is_dir():  # said before the results are read
         raise usage_error(f"-o {args.output} is a directory: name the file to write")
-    dirs = [args.results] if args.results else read_dirs(bundled=args.bundled)
+    dirs = results_to_read(args.results, bundled=args.bundled)
     frame, report = load_results(dirs)  # each file skipped, or row dropped, is logged once as it loads
     index = build_index(frame, report)
     gpu = args.gpu

@@ -28,12 +28,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from results.schema import L2_COLD, SHAPE_COLUMNS, ops_of, rows_of_op
-from results.store import load_results, read_dirs
+from results.store import load_results
 from tuner.cli.arguments import (
     UsageError,
     parse_dtypes,
     parse_shape_values,
     parse_shapes,
+    results_to_read,
     show_progress,
 )
 from tuner.cli.parser import DEFAULT_RESULTS, LLMC_SHAPE, build_parser, tune_request, with_default_command
@@ -70,7 +71,7 @@ def state_note(l2: str) -> str:
 def cmd_best(args: argparse.Namespace) -> int:
     from tuner.cli.report import render_winners, winners_table, write_winners
 
-    dirs = [args.results] if args.results else read_dirs(bundled=args.bundled)
+    dirs = results_to_read(args.results, bundled=args.bundled)
     frame, _ = load_results(dirs)  # each file skipped, or row dropped, is logged once as it loads
     where = " and ".join(map(str, dirs))
     frame = rows_of_op(frame, args.op)
