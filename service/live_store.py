@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import variants
 from results.index import StoreIndex, build_index
 from results.leave_one_out import rule_quality_by_gpu
 from results.listing import list_results
@@ -166,7 +167,8 @@ class ResultsStore:
             table, report.duplicate_rows = distinct_rows(concat_tables(tables))
             frame = table.to_pandas()
             index = build_index(frame, report, table=table)
-            rule_quality_by_gpu(index)  # here, off the request path
+            for op in variants.OPS:  # every op's index and leave-one-out, here, off the request path
+                rule_quality_by_gpu(index.for_op(op))
             generation = 1 if self._state is None else self._state.generation + 1
             gc.unfreeze()
             self._state = LoadState(index, signature, generation, self.clock() - started)

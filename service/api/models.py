@@ -266,8 +266,9 @@ class Readiness(BaseModel):
     warnings: list[str] = Field(
         default_factory=list, description="one line per problem above, for a person to read"
     )
-    rows: int = 0
-    tuned: int = 0
+    rows: int = Field(0, description="trial rows loaded, of every op")
+    tuned: int = Field(0, description="tuned (GPU, shape, dtype) groups, of every op")
+    tuned_by_op: dict[str, int] = Field(default_factory=dict, description="tuned groups per op")
     unusable_rows: int = Field(0, description="ok rows of families or parameters the code no longer knows")
     reload_interval_s: float
     last_error: str | None = None

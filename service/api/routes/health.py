@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
+import variants
 from results.listing import resolved
 from results.store import bundled_results_dir
 from service.api.deps import get_store
@@ -108,6 +109,7 @@ async def readyz(store: Annotated[ResultsStore, Depends(get_store)]) -> Readines
     dropped = {shown_path(p, shown): reasons for p, reasons in report.dropped.items()}
     stale = {shown_path(p, shown): why for p, why in report.stale.items()}
     names = {str(d.directory): d.name for d in shown}
+    tuned = {op: len(index.for_op(op).groups) for op in variants.OPS}
     missing = [names.get(d, Path(d).name) for d in store.missing]
     return Readiness(
         ready=True,
@@ -123,7 +125,8 @@ async def readyz(store: Annotated[ResultsStore, Depends(get_store)]) -> Readines
         missing_directories=missing,
         warnings=warnings(missing, skipped, dropped, stale, index.unusable_rows, report.duplicate_rows),
         rows=len(index.frame),
-        tuned=len(index.groups),
+        tuned=sum(tuned.values()),
+        tuned_by_op=tuned,
         unusable_rows=index.unusable_rows,
         reload_interval_s=store.interval,
         last_error=scrubbed(store.last_error, shown),

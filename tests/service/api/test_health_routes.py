@@ -23,6 +23,34 @@ def test_healthz_and_readyz(client: TestClient) -> None:
     assert ready["skipped"] == {} and ready["rows"] == 11
 
 
+def test_readyz_counts_the_tuned_groups_of_every_op(tmp_path: Path) -> None:
+    """`rows` counts every op's rows, and so does `tuned`: a store of repkv_forward alone is not
+    '3 rows, 0 tuned'; each op's count is beside it, and every op's index is built as the store
+    loads, not by the first request that names the op."""
+    forward = {"block": 256, "vec_bytes": 16, "load": "ldg", "store": "stcs"}
+    rows = [
+        trial("h100", S1, "bf16", "vec", forward, 0.07, op="repkv_forward", number=0),
+        trial("h100", S1, "fp32", "vec", forward, 0.09, op="repkv_forward", number=1),
+        trial("h200", S1, "bf16", "vec", VEC16, 0.1),
+    ]
+    write_table(rows, tmp_path, "two-ops")
+    with make_client(tmp_path) as c:
+        assert c.app.state.store.wait_ready(30)
+        ready = c.get("/readyz").json()
+        assert ready["rows"] == 3 and ready["tuned"] == 3
+        assert ready["tuned_by_op"] == {
+            "repkv_backward": 1,
+            "repkv_forward": 2,
+            "rope_repkv_forward": 0,
+            "repkv_rope_backward": 0,
+        }
+        assert set(c.app.state.store.state.index._ops) == {
+            "repkv_forward",
+            "rope_repkv_forward",
+            "repkv_rope_backward",
+        }
+
+
 def test_readyz_is_503_before_the_first_load(store_dir: Path) -> None:
     c = make_client(store_dir)  # no lifespan: the store never starts
     r = c.get("/readyz")
