@@ -13,8 +13,18 @@ it. Importing this package needs torch; CuPy is imported on the first CUDA call.
 
 from __future__ import annotations
 
-from repkv_tune.ops import record_races, reference_backward, repkv, repkv_backward, served
-from repkv_tune.rope import precompute_freqs_cis, rope_repkv
+TORCH_HINT = "pip install 'repkv-tune[torch,cuda13]' ('repkv-tune[torch,cuda12]' for a CUDA 12 driver)"
+
+try:
+    from repkv_tune.ops import record_races, reference_backward, repkv, repkv_backward, served
+    from repkv_tune.rope import precompute_freqs_cis, rope_repkv
+except ModuleNotFoundError as exc:  # the API's one requirement: said in one line, with the fix
+    if exc.name != "torch":
+        raise
+    raise ModuleNotFoundError(
+        f"repkv_tune, the PyTorch operators, needs PyTorch, which is not installed: {TORCH_HINT}",
+        name="torch",
+    ) from None
 
 __all__ = [
     "precompute_freqs_cis",
