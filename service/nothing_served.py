@@ -1,6 +1,6 @@
 """Why the service has nothing to serve for an op, worded once for GET /best and the
-dashboards: the ops whose rows the store holds instead, and the results files it could not
-read (a corrupt or empty parquet is skipped, and /readyz says why)."""
+dashboards: the ops whose rows the store holds instead, and the results files or directories
+it could not read (a corrupt or empty parquet, a directory it may not list: /readyz says why)."""
 
 from __future__ import annotations
 
@@ -31,11 +31,14 @@ def other_ops(index: StoreIndex, op: str) -> list[str]:
 
 
 def unread_files(index: StoreIndex) -> str:
-    """'' when every results file was read; else how many were skipped (/readyz says why)."""
+    """'' when every results file and directory was read; else how many were skipped (/readyz
+    names each and says why)."""
     count = len(index.report.skipped)
     if not count:
         return ""
-    return f"{count} results file{'' if count == 1 else 's'} could not be read"
+    return (
+        f"{count} results {'file or directory' if count == 1 else 'files or directories'} could not be read"
+    )
 
 
 def no_results(index: StoreIndex, op: str) -> str:

@@ -4,6 +4,7 @@ that the directory is simply empty or that another GPU's results would answer.""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from service_client import make_client
@@ -28,7 +29,7 @@ def test_a_corrupt_and_an_empty_file_are_named_as_unread(tmp_path: Path) -> None
             r = client.get("/best", params={"B": 8, "T": 1024, **params})
             assert r.status_code == 404
             detail = r.json()["detail"]
-            assert "2 results files could not be read (see /readyz)" in detail, detail
+            assert "2 results files or directories could not be read (see /readyz)" in detail, detail
             assert "other_gpus" not in detail
 
 
@@ -45,3 +46,21 @@ def test_a_store_of_another_op_names_it(tmp_path: Path) -> None:
                 "no results of repkv_backward are loaded: tune it with `python -m tuner --op "
                 "repkv_backward`; the results hold repkv_forward (ask with op=repkv_forward)"
             ), detail
+
+
+def test_a_results_directory_that_cannot_be_listed_is_named(tmp_path: Path, monkeypatch) -> None:
+    """As for a user without permission (the tests may run as root, where chmod keeps no one out)."""
+    write_table([trial("h100", S1, "bf16", "vec", VEC16, 0.1)], tmp_path, "good")
+    listing = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == tmp_path:
+            raise PermissionError(13, "Permission denied", str(path))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with make_client(tmp_path) as client:
+        assert client.app.state.store.wait_ready(30)
+        r = client.get("/best", params={"B": 8, "T": 1024})
+        assert r.status_code == 404
+        assert r.json()["detail"].endswith("; 1 results file or directory could not be read (see /readyz)")

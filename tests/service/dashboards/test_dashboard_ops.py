@@ -205,7 +205,7 @@ def test_a_store_of_unreadable_files_says_so(tmp_path: Path) -> None:
         r = client.get("/dashboards")
         assert r.status_code == 200 and specs(r.text) == []
         (line,) = re.findall(r'<p class="unread">(.*?)</p>', r.text)
-        assert line.startswith("1 results file could not be read: see ") and '"/readyz"' in line
+        assert line.startswith("1 results file or directory could not be read: see ") and '"/readyz"' in line
 
 
 def test_the_data_functions_take_one_op() -> None:
