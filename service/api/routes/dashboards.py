@@ -77,9 +77,13 @@ def overview(
     if dtype is not None:
         table, families = table[table["dtype"] == dtype], families[families["dtype"] == dtype]
     table, page_count, shape_count = data.shape_page(table, page, draw.BOARD_SHAPES)
+    families = families[families["short_shape"].isin(set(table["short_shape"]))]  # the page's shapes
     if page > page_count:
         first = [("the first page", pages.overview_url(gpu, dtype, op))]
-        return nav.not_found(title, f"There are {page_count} pages of shapes, not {page}.", first, op)
+        pages_of = f"{page_count} page{'' if page_count == 1 else 's'}"
+        return nav.not_found(
+            title, f"There {'is' if page_count == 1 else 'are'} {pages_of} of shapes, not {page}.", first, op
+        )
     dtypes = [(name, pages.overview_url(gpu, name, op), name == dtype) for name in variants.DTYPES]
     body = pages.pickers(
         nav.op_picker(index, op, lambda o: pages.overview_url(gpu, dtype, o)),

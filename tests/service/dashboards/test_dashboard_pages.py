@@ -128,13 +128,17 @@ def test_the_overview_pages_its_shapes_so_that_each_board_fits_one_screen(tmp_pa
         board = specs(first.text)[0]["data"][0]
         assert len(board["y"]) == per_page  # the first per_page shapes, smallest first
         assert first.text.count("/best?") == per_page  # the winners table: the same shapes
+        assert len(specs(first.text)[2]["data"][0]["y"]) == per_page  # family against family too
         second = c.get("/dashboards", params={"page": 2})
         assert second.status_code == 200 and f"Shapes {per_page + 1}-{per_page + 3} of" in second.text
         assert len(specs(second.text)[0]["data"][0]["y"]) == 3
+        assert len(specs(second.text)[2]["data"][0]["y"]) == 3
         assert "/dashboards" in hrefs(second.text)  # back to page 1
         past = c.get("/dashboards", params={"page": 3})
         assert past.status_code == 404 and "There are 2 pages of shapes, not 3." in past.text
         assert c.get("/dashboards", params={"page": 0}).status_code == 422
+        one = c.get("/dashboards", params={"dtype": "fp32", "page": 2})  # no fp32 rows: one page
+        assert one.status_code == 404 and "There is 1 page of shapes, not 2." in one.text
 
 
 def test_bandwidth_page_draws_the_peak_of_a_known_gpu(tmp_path: Path) -> None:
