@@ -366,3 +366,45 @@ def test_a_sqlite_storage_that_cannot_serve_is_refused_before_the_gpu_starts(
     assert ("does not exist" if case.startswith("a directory") else "in use by") in line
     assert started == []  # refused before the GPU worker was started
     assert not (tmp_path / "typo").exists() and not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("a_dir", "is a directory: name the file to write"),
+        ("a_file/reports.parquet", "a_file is a file: name a file in a directory you can write"),
+        ("junk.parquet", "is not a report file (Could not open Parquet input source"),
+    ],
+)
+def test_check_refuses_a_reports_file_it_cannot_write_before_compiling(
+    name: str, said: str, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """check --save-reports compiled every kernel, then ended in a traceback (FileExistsError for a
+    path under a file, ArrowInvalid for a directory or a file that is not a report file)."""
+    import variants.nvrtc
+
+    (tmp_path / "a_dir").mkdir()
+    (tmp_path / "a_file").write_text("not a directory")
+    (tmp_path / "junk.parquet").write_text("not parquet")
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("compiled before the reports file was checked")
+
+    monkeypatch.setattr(variants.nvrtc, "compile_all", no_compiling)
+    argv = ["check", "--shape", SMALL, "--family", "naive", "--dtype", "bf16", "--arch", "sm_90"]
+    assert main([*argv, "--save-reports", str(tmp_path / name), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --save-reports {tmp_path / name}"), err
+    assert said in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and not list((tmp_path / "a_dir").iterdir())
+
+
+def test_export_to_a_path_under_a_file_says_so_before_reading_results(tmp_path: Path, capsys) -> None:
+    """-o under a file failed after the export was built, with 'cannot write X: File exists'."""
+    (tmp_path / "llmc").write_text("a file, not a directory")
+    out = tmp_path / "llmc" / "repkv_tuned.cuh"
+    assert main(["export", "--gpu", "h200", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    expected = f"error: -o {out}: {tmp_path / 'llmc'} is a file: name a file in a directory you can write"
+    assert err == [expected], err

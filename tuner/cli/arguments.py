@@ -62,6 +62,18 @@ def results_to_read(results: Path | None, *, bundled: bool) -> list[Path]:
     return [results]
 
 
+def output_file(path: Path, named: str) -> Path:
+    """`path`, checked before any work as a file that can be written (`-o`, `--save-reports`):
+    a directory, a path under a file or an unwritable directory is a usage error."""
+    from tuner.run.preflight import PreflightError, check_output_file
+
+    try:
+        check_output_file(path, named)
+    except PreflightError as exc:
+        raise UsageError(str(exc)) from None
+    return path
+
+
 def csv_values(values: Iterable[str] | None) -> list[str]:
     """Repeated flags and comma lists, flattened: ['bf16,fp16', 'fp32'] -> [bf16, fp16, fp32]."""
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]

@@ -10,7 +10,14 @@ import argparse
 import time
 from pathlib import Path
 
-from tuner.cli.arguments import UsageError, parse_archs, parse_choices, parse_dtypes, parse_shape_values
+from tuner.cli.arguments import (
+    UsageError,
+    output_file,
+    parse_archs,
+    parse_choices,
+    parse_dtypes,
+    parse_shape_values,
+)
 from variants import OPS, DType, Family, Shape, get_dtype
 
 DEFAULT_ARCHS = ("sm_90", "sm_80")
@@ -82,6 +89,9 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
                     valid += 1
                     exprs = work.setdefault((op.name, family, dtype), {})
                     exprs[family.name_expression(shape, dtype, config)] = None
+    reports_file = Path(args.save_reports) if getattr(args, "save_reports", None) else None
+    if reports_file is not None:
+        check_reports_file(reports_file)
     try:
         version = nvrtc_version()
     except NvrtcUnavailable as exc:
@@ -107,9 +117,9 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
         with CounterBar(progress, f"{arch} compile", "kernel", total=kernels) as bar:
             found = compile_all(pairs, arch=arch, on_done=bar.advance, **options)
         reports = {r.expression: r for r in found}
-        if getattr(args, "save_reports", None):
-            saved = save_reports(pairs, arch, Path(args.save_reports))
-            print(f"{arch}: {saved} reports written to {args.save_reports}")
+        if reports_file is not None:
+            saved = save_reports(pairs, arch, reports_file)
+            print(f"{arch}: {saved} reports written to {reports_file}")
         elapsed = time.perf_counter() - start
         cached = sum(r.cached for r in found)
         from_cache = f" ({cached} from the report cache)" if cached else ""
@@ -138,6 +148,22 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
                 spilled += len(spills)
     print(f"\n{failed} failed, {spilled} spilled")
     return 1 if failed or spilled else 0
+
+
+def check_reports_file(path: Path) -> None:
+    """--save-reports, before anything compiles: a file that can be written and, if it is there
+    already (its reports are kept), a report file."""
+    from variants.compile_cache import ReportCache
+
+    output_file(path, "--save-reports")
+    if path.exists():
+        try:
+            ReportCache.read_file(path)
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise UsageError(
+                f"--save-reports {path} is not a report file ({str(exc).splitlines()[0]}): "
+                "name a new file, or one that check --save-reports wrote"
+            ) from None
 
 
 def save_reports(pairs: list[tuple[Family, str]], arch: str, path: Path) -> int:

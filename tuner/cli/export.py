@@ -19,7 +19,7 @@ from results.index import build_index
 from results.schema import L2_COLD, L2_STATES
 from results.store import load_results
 from results.writing import write_text
-from tuner.cli.arguments import NO_BUNDLED_HELP, results_alone_help, results_to_read
+from tuner.cli.arguments import NO_BUNDLED_HELP, output_file, results_alone_help, results_to_read
 from tuner.run.gpus import gpu_label_argument
 
 FORMATS = ("cuda-header", "json")
@@ -45,8 +45,8 @@ def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path)
 
 
 def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Exception]) -> int:
-    if args.output is not None and args.output.is_dir():  # said before the results are read
-        raise usage_error(f"-o {args.output} is a directory: name the file to write")
+    if args.output is not None:  # said before the results are read
+        output_file(args.output, "-o")
     dirs = results_to_read(args.results, bundled=args.bundled)
     frame, report = load_results(dirs)  # each file skipped, or row dropped, is logged once as it loads
     index = build_index(frame, report)

@@ -70,6 +70,14 @@ def check_results_dir(directory: Path, named: str = "--results") -> None:
     _writable_dir(Path(directory), named, "give a directory you can write")
 
 
+def check_output_file(path: Path, named: str) -> None:
+    """A file a command writes whole (through a temporary beside it): not a directory, and in a
+    directory that exists or can be made and takes a new file. Nothing is left behind."""
+    if path.is_dir():
+        raise PreflightError(f"{named} {path} is a directory: name the file to write")
+    _writable_dir(path.parent, f"{named} {path}:", "name a file in a directory you can write")
+
+
 def _check_file(path: Path, named: str) -> None:
     """A file that can be appended to: an existing one opened, a new one's directory probed."""
     if path.is_dir():
