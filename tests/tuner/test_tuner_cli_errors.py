@@ -408,3 +408,19 @@ def test_export_to_a_path_under_a_file_says_so_before_reading_results(tmp_path: 
     err = capsys.readouterr().err.strip().splitlines()
     expected = f"error: -o {out}: {tmp_path / 'llmc'} is a file: name a file in a directory you can write"
     assert err == [expected], err
+
+
+def test_check_without_nvrtc_says_so_on_standard_error(monkeypatch, capsys) -> None:
+    """The 'offline compilation needs cuda-bindings and NVRTC' line went to standard output."""
+    import variants.nvrtc
+
+    message = "offline compilation needs NVRTC: pip install 'repkv-tune[nvrtc]'"
+
+    def unavailable() -> str:
+        raise variants.nvrtc.NvrtcUnavailable(message)
+
+    monkeypatch.setattr(variants.nvrtc, "nvrtc_version", unavailable)
+    assert main(["check", "--shape", SMALL, "--family", "naive", "--arch", "sm_90", "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [f"error: {message}"]

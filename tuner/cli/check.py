@@ -94,9 +94,8 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
         check_reports_file(reports_file)
     try:
         version = nvrtc_version()
-    except NvrtcUnavailable as exc:
-        print(f"error: {exc}")
-        return 2
+    except NvrtcUnavailable as exc:  # one line on standard error, exit 2, as every usage error
+        raise UsageError(str(exc)) from None
     pairs = [(family, e) for (_, family, _), exprs in work.items() for e in exprs]
     kernels = len({e for _, e in pairs})
     print(
