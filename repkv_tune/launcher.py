@@ -171,6 +171,14 @@ class Launchers:
 LAUNCHERS = Launchers()
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """The tuned kernels' name of `dtype` (ValueError naming the three for any other)."""
+    if dtype not in DTYPE_NAMES:
+        tuned_dtypes = ", ".join(map(str, DTYPE_NAMES))
+        raise ValueError(f"no tuned kernel serves {dtype}: the kernels are tuned for {tuned_dtypes}")
+    return DTYPE_NAMES[dtype]
+
+
 def tuned(tensor: torch.Tensor) -> bool:
     """Whether a tuned kernel serves the tensor (a CUDA tensor of a tuned dtype)."""
     return tensor.is_cuda and tensor.dtype in DTYPE_NAMES
@@ -180,7 +188,7 @@ def launcher_for(op: str, shape: tuple[int, ...], dtype: torch.dtype, device: in
     """The launcher of `op` for shape (B, T, NH, NH_KV, HD), None for an empty batch."""
     if not shape[0] * shape[1]:
         return None
-    return LAUNCHERS.get((tuple(shape), DTYPE_NAMES[dtype], device), op)
+    return LAUNCHERS.get((tuple(shape), dtype_name(dtype), device), op)
 
 
 def aligned(tensor: torch.Tensor) -> torch.Tensor:

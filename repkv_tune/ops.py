@@ -273,9 +273,12 @@ def served(
     race's (configuration, median ms) if one was run) of `op`'s kernel (default: the repkv
     backward; any of variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling
     (and, for the backward, racing) it if needed."""
+    if len(shape) != 5:
+        raise ValueError(f"shape must be (B, T, NH, NH_KV, HD); got {len(shape)} values")
+    name = _launcher.dtype_name(dtype)
     if shape[2] == shape[3] and variants.get_op(op).copies_without_replicas:
         return COPY, COPY, ()  # the op copies (NH == NH_KV): no kernel is served
-    launcher = _launcher.LAUNCHERS.get((tuple(shape), _launcher.DTYPE_NAMES[dtype], device), op)
+    launcher = _launcher.LAUNCHERS.get((tuple(shape), name, device), op)
     return launcher.config_key, launcher.served_from, launcher.race
 
 

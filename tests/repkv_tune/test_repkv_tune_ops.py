@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from repkv_tune.ops import reference_backward, repkv, repkv_backward  # noqa: E402
+from repkv_tune.ops import reference_backward, repkv, repkv_backward, served  # noqa: E402
 
 
 def repeat_kv(x: torch.Tensor, nrep: int) -> torch.Tensor:
@@ -104,6 +104,9 @@ def test_meta_tensors_get_shapes_without_running() -> None:
             ),
             "contiguous",
         ),
+        # served() raised KeyError: torch.float64, and IndexError for a shape of fewer values
+        (lambda: served((8, 1024, 32, 8, 128), torch.float64), "no tuned kernel serves torch.float64"),
+        (lambda: served((8, 1024, 32, 8), torch.bfloat16), r"\(B, T, NH, NH_KV, HD\); got 4 values"),
     ],
 )
 def test_bad_arguments_get_a_clear_error(call, message) -> None:
