@@ -424,3 +424,19 @@ def test_check_without_nvrtc_says_so_on_standard_error(monkeypatch, capsys) -> N
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.strip().splitlines() == [f"error: {message}"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["best", "--dtype", "bf16"], "best"),
+        (["--frobnicate"], "tune"),
+        (["merge", "a", "-o", "b", "--zz"], "merge"),
+    ],
+)
+def test_an_unknown_flag_points_at_its_subcommands_help(argv: list[str], command: str, capsys) -> None:
+    """It pointed at `python -m tuner --help`, which lists the subcommands and none of their flags."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: unrecognized arguments: "), err
+    assert err[0].endswith(f"(see python -m tuner {command} --help)"), err

@@ -303,10 +303,21 @@ SUBCOMMANDS: dict[str, Callable[[argparse._SubParsersAction, str], None]] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """Reports a usage error as one line (UsageError) instead of exiting."""
+    """Reports a usage error as one line (UsageError) instead of exiting. A flag no parser takes
+    is reported by the subcommand's parser, so the line points at that subcommand's --help (where
+    the flags are), not at the top level's list of subcommands."""
+
+    commands: dict[str, argparse.ArgumentParser]
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            owner = getattr(self, "commands", {}).get(getattr(parsed, "command", None), self)
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
 
 def program_name() -> str:
@@ -324,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
     for name, add_subcommand in SUBCOMMANDS.items():
         add_subcommand(sub, name)
+    parser.commands = dict(sub.choices)
     return parser
 
 
