@@ -440,3 +440,27 @@ def test_an_unknown_flag_points_at_its_subcommands_help(argv: list[str], command
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: unrecognized arguments: "), err
     assert err[0].endswith(f"(see python -m tuner {command} --help)"), err
+
+
+@pytest.mark.parametrize("kind", ["a file", "a directory"])
+def test_a_results_dir_whose_journal_name_holds_something_else_is_refused(
+    kind: str, tmp_path: Path, capsys
+) -> None:
+    """Without --storage a run keeps its study in <results>/optuna.journal; something else there
+    ended the run in a traceback (JSONDecodeError, IsADirectoryError), while --storage
+    journal:FILE naming the same file was refused in one line."""
+    F.write_recording(tmp_path / "rec", [F.SMALL], ["bf16"])
+    results = tmp_path / "results"
+    results.mkdir()
+    journal = results / "optuna.journal"
+    if kind == "a file":
+        journal.write_text("notes, not a journal\n")
+    else:
+        journal.mkdir()
+    argv = ["--replay", str(tmp_path / "rec"), "--shape", SMALL, "--dtype", "bf16", "--trials", "2"]
+    assert main([*argv, "--results", str(results), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {journal.resolve()} is not an Optuna journal"), err
+    assert "give --storage journal:FILE" in err[0], err
+    assert sorted(p.name for p in results.iterdir()) == ["optuna.journal"]
+    assert kind == "a directory" or journal.read_text() == "notes, not a journal\n"

@@ -123,6 +123,20 @@ def _check_study_file(path: Path, named: str, kind: str) -> None:
         raise PreflightError(f"{named}: {path} is not {what}: name a new file, or the one a run made")
 
 
+def check_default_journal(results_dir: Path) -> None:
+    """The journal a run keeps in its results directory when --storage is not given
+    (`tuner.study.storage.default_storage_url`): refused when something that is not an Optuna
+    journal (a directory, another file) has its name, as a --storage journal:FILE would be."""
+    from tuner.study.storage import default_storage_url
+
+    path = Path(default_storage_url(results_dir).removeprefix("journal:"))
+    if path.is_dir() or (path.is_file() and not _holds_a_study(path, "journal")):
+        raise PreflightError(
+            f"{path} is not an Optuna journal, and a run keeps its study there when --storage is not "
+            "given: move it away, or give --storage journal:FILE"
+        )
+
+
 def shown_url(url: str) -> str:
     """The URL without its password."""
     try:

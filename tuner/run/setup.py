@@ -7,7 +7,14 @@ from collections.abc import Mapping
 
 from results.schema import DEFAULT_HOLD_US, L2_COLD
 from results.store import user_results_dir
-from tuner.run.preflight import CUDA_HINT, PreflightError, check_cuda, check_results_dir, check_storage
+from tuner.run.preflight import (
+    CUDA_HINT,
+    PreflightError,
+    check_cuda,
+    check_default_journal,
+    check_results_dir,
+    check_storage,
+)
 from tuner.run.request import TuneError, TuneRequest
 from tuner.runners.runner import Runner
 from variants import DEFAULT_OP, DTYPES, Family, Op, compute_capability_number, get_op
@@ -52,6 +59,8 @@ def preflight(request: TuneRequest, replaying: bool) -> None:
     try:
         if results_dir is not None:
             check_results_dir(results_dir, named)
+        if request.storage is None and results_dir is not None:
+            check_default_journal(results_dir)
         check_storage(request.storage)
     except PreflightError as exc:
         raise TuneError(str(exc)) from None
