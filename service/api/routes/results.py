@@ -17,7 +17,7 @@ from results.schema import STATUSES, ops_of
 from results.store import to_table
 from service.api import export
 from service.api.deps import DTypeFilter, GpuQuery, IndexDep, OpFilter
-from service.api.errors import ERROR_RESPONSES
+from service.api.errors import ERROR_RESPONSES, unprocessable
 from service.api.middleware import is_head
 from service.api.models import ResultsPage
 from variants.shape import MAX_DIM
@@ -110,6 +110,9 @@ def results(
     the JSON's `next` give the next page's URL). JSON shows non-finite times as null; CSV and
     parquet keep them. Integer columns stay integers in every format (null where unset). Every
     row names its op (`op`, in every format); `op` keeps one op's rows (default: every op's)."""
+    if op is not None and family is not None and family not in variants.get_op(op).families:
+        names = ", ".join(variants.get_op(op).families)
+        raise unprocessable("family", f"{family} is not a family of {op}; its families: {names}", family)
     filters = {
         "gpu": gpu,
         "op": op,

@@ -38,6 +38,16 @@ def test_filter_on_family_and_status(client: TestClient) -> None:
     assert client.get("/results", params={"gpu": "nowhere"}).json()["total"] == 0
 
 
+def test_a_family_of_another_op_is_refused_naming_the_ops_families(client: TestClient) -> None:
+    """It was answered with no rows, as if the op had no trials of a family it does not have."""
+    r = client.get("/results", params={"op": "repkv_forward", "family": "warp_sum"})
+    assert r.status_code == 422, r.text
+    message = r.json()["detail"][0]["msg"]
+    assert message.startswith("warp_sum is not a family of repkv_forward; its families: ")
+    assert "flat" in message
+    assert client.get("/results", params={"op": "repkv_backward", "family": "warp_sum"}).status_code == 200
+
+
 def test_csv_export(client: TestClient) -> None:
     r = client.get("/results", params={"format": "csv", "gpu": "h100"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
