@@ -14,6 +14,7 @@ from service.dashboards.tables import (  # noqa: F401  (re-exported)
     nearest_table,
     overview_table,
     rule_quality_note,
+    served_by_gpu_table,
     served_summary,
 )
 from service.dashboards.urls import (  # noqa: F401  (re-exported)

@@ -163,6 +163,33 @@ def served_summary(served: Mapping[str, Any], shape: Shape, dtype: str) -> str:
     )
 
 
+def served_by_gpu_table(served: list[Mapping[str, Any]], shape: Shape, dtype: str) -> str:
+    """What GET /best serves on each GPU for a shape and dtype no GPU tuned: one row per GPU,
+    linking to that GPU's page of the shape (the served configuration in full)."""
+    rows = []
+    for answer in served:
+        gpu, tuned = str(answer["gpu"]), answer["tuned_shape"]
+        op = answer.get("op")
+        tuned_dtype = str(answer["tuned_dtype"])
+        tuned_page = shape_url(str(answer["measured_gpu"]), tuned, tuned_dtype, op)
+        rows.append(
+            f"<tr><td>{link(gpu, shape_url(gpu, shape, dtype, op))}</td>"
+            f"<td><code>{e(answer['config_key'])}</code></td>"
+            f"<td>{link(f'{tuned} {tuned_dtype}', tuned_page)}</td>"
+            f"<td class='num'>{int(answer['tier'])}</td>{_cell(float(answer['distance']), 2)}"
+            f"{_cell(answer['time_ms'], 4)}{_cell(answer['ratio_to_copy'], 3)}</tr>"
+        )
+    head = (
+        "<tr><th>GPU</th><th>served configuration</th><th>from the tuned shape</th><th>tier</th>"
+        "<th>distance</th><th>ms there</th><th>time / copy there</th></tr>"
+    )
+    return (
+        '<div class="summary served"><p><b>No GPU tuned this shape and dtype.</b> GET /best serves '
+        "each GPU the configuration of its nearest tuned shape; each GPU's link shows it in full.</p></div>"
+        f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def rule_quality_note(quality: TierQuality | None, gpu: str, op: str | None = None) -> str:
     """How answers of the served tier have done, leave-one-out (results.leave_one_out's
     TierQuality, as GET /best gives it), in one paragraph; empty without it."""

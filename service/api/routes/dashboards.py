@@ -215,15 +215,21 @@ def gpus_page(index: IndexDep, shape: ShapeDep, dtype: DTypeDep, op: OpQuery = D
         return untuned
     tuned = index.for_op(op)
     winners = data.gpu_comparison(index.frame, shape, dtype.name, op)
-    if winners.empty:
-        message = "No GPU has results for this shape and dtype. Tuned ones:"
-        return nav.not_found(title, message, nav.tuned_links(tuned, op), op)
     shapes = data.tuned_shapes(tuned)
-    body = pages.pickers(
+    pickers = pages.pickers(
         nav.op_picker(index, op, lambda o: pages.gpus_url(shape, dtype.name, o)),
         pages.picker("Shape", [(str(s), pages.gpus_url(s, dtype.name, op), s == shape) for s in shapes]),
         pages.picker("dtype", [(d, pages.gpus_url(shape, d, op), d == dtype.name) for d in variants.DTYPES]),
-    ) + pages.overview_table(winners, compare=False)
+    )
+    if winners.empty:  # tuned nowhere: what GET /best serves each GPU instead, as the shape page does
+        served = [data.served_instead(tuned, gpu, shape, dtype) for gpu in tuned.available_gpus()]
+        served = [answer for answer in served if answer is not None]
+        if not served:
+            message = "No GPU tuned this shape and dtype, and nothing tuned can serve it. Tuned ones:"
+            return nav.not_found(title, message, nav.tuned_links(tuned, op), op)
+        body = pickers + pages.served_by_gpu_table(served, shape, dtype.name)
+        return nav.html(pages.page(f"{title}: not tuned", body, op=op))
+    body = pickers + pages.overview_table(winners, compare=False)
     families = data.family_best(index.frame, shape, dtype.name, op)
     figures = [draw.gpu_winners(winners), draw.gpu_families(families)]
     return nav.html(pages.page(title, body, figures, op=op))

@@ -156,7 +156,18 @@ def test_unknown_dashboards_are_html_404(client: TestClient) -> None:
     assert r.status_code == 422 and "<b>x</b>" not in r.text and "&lt;b&gt;" in r.text
     r = client.get("/dashboards/shape", params={"gpu": "nowhere", "B": 8, "T": 1024})
     assert r.status_code == 404 and "text/html" in r.headers["content-type"]
-    assert client.get("/dashboards/gpus", params={"B": 3, "T": 3}).status_code == 404
+
+
+def test_gpus_page_of_a_shape_no_gpu_tuned_shows_what_best_serves_each_gpu(client: TestClient) -> None:
+    r = client.get("/dashboards/gpus", params={"B": 3, "T": 3})
+    assert r.status_code == 200 and "No GPU tuned this shape and dtype." in r.text
+    gpus = [row["label"] for row in client.get("/gpus").json()]
+    assert len(gpus) > 1
+    for gpu in gpus:
+        (best,) = client.get("/best", params={"gpu": gpu, "B": 3, "T": 3}).json()["answers"]
+        assert best["match"] == "nearest"
+        assert f"<code>{best['kernel']['config_key']}</code>" in r.text
+        assert f"/dashboards/shape?gpu={gpu}&amp;B=3&amp;T=3" in r.text
 
 
 def test_plotly_js_is_served_locally(client: TestClient) -> None:
