@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import variants
@@ -179,8 +179,17 @@ def shortlist(
             size, cap = max(size, UNTUNED_LAYOUT_SIZE), UNTUNED_LAYOUT_FAMILY_CAP
         found = nearest_choices(groups, shape, dtype, size, per_group, distinct_families=True, family_cap=cap)
         if found:
+            found = [as_served_on(gpu, choice) for choice in found]
             return found[:1] if found[0].match == "exact" else found
     return []
+
+
+def as_served_on(gpu: str, choice: Choice) -> Choice:
+    """`choice` as an answer for `gpu`: measured at this very shape on another GPU (other_gpus)
+    is no exact or partial match for `gpu`, only the nearest there is."""
+    if choice.group.gpu != gpu and choice.match != "nearest":
+        return replace(choice, match="nearest")
+    return choice
 
 
 def layout_tuned(groups: Iterable[TunedGroup], shape: Shape, dtype: DType) -> bool:
@@ -247,6 +256,7 @@ def select(
     for label in source_gpus(index, gpu, other_gpus):
         found = choose(index.groups_of(label), shape, dtype)
         if found is not None:
+            found = as_served_on(gpu, found)
             break
     return index.choices.put(key, found)
 

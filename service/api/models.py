@@ -127,7 +127,8 @@ class BestAnswer(BaseModel):
     match: Literal["exact", "partial", "nearest"] = Field(
         description="exact: this shape and dtype were tuned on the GPU; partial: they were, but "
         "only one kernel family was searched there while others can serve them (`python -m tuner "
-        "--family`), so a faster family may exist; nearest: served from the nearest tuned shape"
+        "--family`), so a faster family may exist; nearest: served from the nearest tuned shape, "
+        "or from another GPU's results (other_gpus=true: `measured_gpu` names it) even at this shape"
     )
     tuned_shape: ShapeModel = Field(description="the tuned shape the configuration was measured at")
     tuned_dtype: str

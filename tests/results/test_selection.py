@@ -75,6 +75,13 @@ def test_a_gpu_without_results_falls_back_only_when_asked() -> None:
     assert source_gpus(index, "b200", other_gpus=True) == index.available_gpus()
     choice = select(index, "b200", S1, BF16, other_gpus=True)
     assert choice is not None and choice.group.gpu == index.available_gpus()[0]
+    # tuned at S1 on that GPU, which is no exact match for b200: its nearest answer
+    own = select(index, choice.group.gpu, S1, BF16)
+    assert own is not None and own.match == "exact" and choice.match == "nearest"
+    assert choice.candidate == own.candidate and choice.tier == 0 and choice.distance == 0
+    (raced,) = shortlist(index, choice.group.gpu, S1, BF16)
+    borrowed = shortlist(index, "b200", S1, BF16, other_gpus=True)
+    assert borrowed[0].candidate == raced.candidate and len(borrowed) > 1  # not a measured answer: raced
 
 
 def test_select_caches_on_the_index_and_a_new_index_starts_empty() -> None:

@@ -167,8 +167,9 @@ def test_gpu_and_dtype_are_read_in_any_case(client: TestClient) -> None:
 def test_other_gpus_answers_a_gpu_without_results_and_names_the_measuring_one(client: TestClient) -> None:
     body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "v100", "other_gpus": True}))
     assert body["gpu"] == "v100" and body["measured_gpu"] == "h100"
+    assert body["match"] == "nearest" and body["rule_quality"] is not None  # tuned on h100, not v100
     own = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200", "other_gpus": True}))
-    assert own["measured_gpu"] == "h200"
+    assert own["measured_gpu"] == "h200" and own["match"] != "nearest" and own["rule_quality"] is None
 
 
 def test_mha_answers_say_the_op_is_a_copy_of_the_same_bytes(client: TestClient) -> None:
