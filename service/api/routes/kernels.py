@@ -28,10 +28,11 @@ SOURCES: dict[str, tuple[str, variants.Family]] = {
     summary="Kernel source by hash",
 )
 async def kernel_source(
-    source_hash: Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="16 lowercase hex digits")],
+    source_hash: Annotated[str, Path(pattern=r"^[0-9a-fA-F]{16}$", description="16 hex digits, either case")],
 ) -> PlainTextResponse:
     """The whole compilation unit of the family whose current source has this hash.
     Only current sources are served: a hash from an older source gives 404."""
+    source_hash = source_hash.lower()  # hex in either case names one hash (the store writes lower case)
     found = SOURCES.get(source_hash)
     if found is None:
         raise NotFound(

@@ -21,6 +21,13 @@ def test_unknown_hash_is_404_listing_the_current_ones(client: TestClient) -> Non
     assert r.status_code == 404 and len(r.json()["available"]) == every
 
 
-@pytest.mark.parametrize("bad", ["xyz", "0123456789ABCDEF", "0123456789abcdef0", "..%2F..%2Fetc", "g" * 16])
+def test_an_upper_case_hash_names_the_same_source(client: TestClient) -> None:
+    family = variants.get_op().families["vec"]
+    r = client.get(f"/kernels/{family.source_hash.upper()}")
+    assert r.status_code == 200 and r.text == family.source and r.headers["etag"] == f'"{family.source_hash}"'
+    assert client.get("/kernels/0123456789ABCDEF").status_code == 404  # well formed, not a source
+
+
+@pytest.mark.parametrize("bad", ["xyz", "0123456789abcdef0", "..%2F..%2Fetc", "g" * 16])
 def test_malformed_hash_is_rejected(client: TestClient, bad: str) -> None:
     assert client.get(f"/kernels/{bad}").status_code in (404, 422)
