@@ -51,6 +51,11 @@ def write_frame(frame: pd.DataFrame, path: Path) -> Path:
     return _replace_atomically(Path(path), lambda tmp: frame.to_parquet(tmp, index=False))
 
 
+def write_parquet(table: pa.Table, path: Path, **options: Any) -> Path:
+    """Any arrow table as the parquet file `path` (pyarrow's write options), atomically."""
+    return _replace_atomically(Path(path), lambda tmp: pq.write_table(table, tmp, **options))
+
+
 def write_text(text: str, path: Path) -> Path:
     """A text file (an exported header or table) as `path`, atomically, through a temporary of
     its own: concurrent writers of one path never share a temporary name."""

@@ -15,7 +15,10 @@ import os
 import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 ENV = "REPKV_NVRTC_CACHE"
 # Every kernel's report for sm_90 and sm_80 with the toolchain `./test.sh` pins, as `python -m
@@ -110,17 +113,13 @@ class ReportCache:
         }
 
     @staticmethod
-    def write_file(path: Path, reports: Mapping[str, Mapping[str, Any]]) -> None:
-        """Reports as a parquet file of (key, report JSON), sorted by key."""
+    def table(reports: Mapping[str, Mapping[str, Any]]) -> pa.Table:
+        """Reports as a table of (key, report JSON), sorted by key: what a report file holds
+        (`check --save-reports` writes it, atomically)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         keys = sorted(reports)
-        table = pa.table(
-            {"key": keys, "report": [json.dumps(dict(reports[k]), sort_keys=True) for k in keys]}
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, path, compression="zstd", compression_level=19)
+        return pa.table({"key": keys, "report": [json.dumps(dict(reports[k]), sort_keys=True) for k in keys]})
 
     def import_file(self, path: Path) -> int:
         """Put a report file's reports into this cache; how many."""

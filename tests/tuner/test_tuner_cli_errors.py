@@ -464,3 +464,29 @@ def test_a_results_dir_whose_journal_name_holds_something_else_is_refused(
     assert "give --storage journal:FILE" in err[0], err
     assert sorted(p.name for p in results.iterdir()) == ["optuna.journal"]
     assert kind == "a directory" or journal.read_text() == "notes, not a journal\n"
+
+
+def test_save_reports_killed_mid_write_leaves_the_earlier_file(tmp_path: Path, monkeypatch) -> None:
+    """check --save-reports wrote the report file in place: a run killed mid-write left a torn
+    parquet file that no later check could read."""
+    import pyarrow.parquet as pq
+
+    from tuner.cli.check import save_reports
+    from variants.compile_cache import ReportCache, default_cache
+
+    cache = default_cache()
+    assert cache is not None
+    path = tmp_path / "reports.parquet"
+    pq.write_table(ReportCache.table({"earlier": {"ok": True}}), path)
+    before = path.read_bytes()
+
+    def torn(table, where, **options) -> None:
+        with open(where, "wb") as out:
+            out.write(b"PAR1 torn")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq, "write_table", torn)
+    with pytest.raises(KeyboardInterrupt):
+        save_reports([], "sm_90", path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["reports.parquet"]
+    assert ReportCache.read_file(path) == {"earlier": {"ok": True}}

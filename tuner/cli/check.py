@@ -168,6 +168,7 @@ def check_reports_file(path: Path) -> None:
 def save_reports(pairs: list[tuple[Family, str]], arch: str, path: Path) -> int:
     """Append the report cache's reports of these kernels for `arch` to `path` (parquet): the
     file `variants/data/nvrtc-reports.parquet` ships (variants.compile_cache.SHIPPED_REPORTS)."""
+    from results.writing import write_parquet
     from variants.compile_cache import ReportCache, default_cache
     from variants.nvrtc import report_keys
 
@@ -177,5 +178,6 @@ def save_reports(pairs: list[tuple[Family, str]], arch: str, path: Path) -> int:
     keys = report_keys(pairs, arch)
     reports = cache.get_many(keys)
     earlier = ReportCache.read_file(path) if path.exists() else {}
-    ReportCache.write_file(path, {**earlier, **reports})
+    table = ReportCache.table({**earlier, **reports})
+    write_parquet(table, path, compression="zstd", compression_level=19)  # a killed run leaves the old file
     return len(reports)
