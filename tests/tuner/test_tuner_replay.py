@@ -148,6 +148,7 @@ def test_replay_bundled_names_the_measurements_shipped_with_the_package(
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and says in err, err
         assert f"--replay bundled, the measurements shipped with the package (in {bundled})" in err
+        assert err.count("(in ") == 1, err  # said '(in DIR)' again after the message naming DIR
     monkeypatch.chdir(tmp_path)  # anywhere: the bundled measurements are the package's
     argv = ["--replay", "bundled", "--gpu", "h200", "--shape", "B=8,T=1024,NH=32,NH_KV=8,HD=128"]
     assert main([*argv, "--dtype", "bf16", "--trials", "3", "--results", "out", "--no-progress"]) == 0
@@ -160,4 +161,5 @@ def test_a_recording_of_other_ops_only_says_so(recording: Path) -> None:
     for gpu in (None, "h200"):
         with pytest.raises(NoRecording) as info:
             ReplayRunner.from_directory(recording, gpu, op="repkv_forward")
-        assert str(info.value) == "the recording holds no rows of repkv_forward, only of repkv_backward"
+        said = f"the recording holds no rows of repkv_forward, only of repkv_backward (in {recording})"
+        assert str(info.value) == said

@@ -263,8 +263,8 @@ def tune(
             runner = ReplayRunner.from_directory(
                 request.replay_dir, request.gpu, delay_s=request.replay_delay_s, l2=request.l2, op=op.name
             )
-        except NoRecording as exc:
-            raise TuneError(f"{exc} (in {request.replay_dir})") from None
+        except NoRecording as exc:  # it names the recording
+            raise TuneError(str(exc)) from None
         try:  # every shape and dtype asked for, before the first is replayed and written
             for shape in request.shapes:
                 for dtype in request.dtypes:

@@ -140,8 +140,11 @@ class ReplayRunner(Runner):
         frame, _ = load_results(Path(directory))
         if frame.empty:
             advice = f"replay a results directory of recorded trials, or {bundled_note('--replay bundled')}"
-            raise NoRecording(no_rows(directory, advice))
-        return cls(frame, gpu, delay_s=delay_s, l2=l2, op=op)
+            raise NoRecording(no_rows(directory, advice))  # names the directory itself
+        try:
+            return cls(frame, gpu, delay_s=delay_s, l2=l2, op=op)
+        except NoRecording as exc:
+            raise NoRecording(f"{exc} (in {directory})") from None
 
     def _index(self, rows: pd.DataFrame) -> None:
         """Every recorded answer and copy time, at once (a recording holds thousands of
