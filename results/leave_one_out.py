@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from results.index import StoreIndex, TunedGroup, build_index
+from results.index import GroupKey, StoreIndex, TunedGroup, build_index
 from results.schema import SHAPE_COLUMNS
 from results.selection import Choice, choose
 
@@ -49,13 +49,20 @@ def leave_one_out(frame_or_index: pd.DataFrame | StoreIndex) -> pd.DataFrame:
     """One row per tuned group: what the other groups of its GPU would serve for it.
 
     `served_ms` is the served configuration's best correct time at the held-out shape
-    (NaN if it was never measured there); `slowdown` = served_ms / optimum_ms."""
+    (NaN if it was never measured there); `slowdown` = served_ms / optimum_ms. A partial group
+    (one family searched, `TunedGroup.partial`) answers others but is no target: its best is
+    no optimum, so a slow-down against it would read low."""
     index = frame_or_index if isinstance(frame_or_index, StoreIndex) else build_index(frame_or_index)
     rows = []
-    for key, group in index.groups.items():
+    for key, group in _targets(index):
         choice = choose(index.groups_of(group.gpu), group.shape, group.dtype, exclude={key})
         rows.append(_row(group, choice))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _targets(index: StoreIndex) -> list[tuple[GroupKey, TunedGroup]]:
+    """The groups a leave-out judges: every one but the partial ones."""
+    return [(key, group) for key, group in index.groups.items() if not group.partial]
 
 
 def _row(group: TunedGroup, choice: Choice | None) -> dict:
@@ -202,7 +209,7 @@ def leave_layout_out(frame_or_index: pd.DataFrame | StoreIndex) -> pd.DataFrame:
     the configuration it would be served."""
     index = frame_or_index if isinstance(frame_or_index, StoreIndex) else build_index(frame_or_index)
     rows = []
-    for group in index.groups.values():
+    for _, group in _targets(index):
         layout = group.shape.layout
         same_layout = {g.key for g in index.groups_of(group.gpu) if layout == g.shape.layout}
         choice = choose(index.groups_of(group.gpu), group.shape, group.dtype, exclude=same_layout)

@@ -126,7 +126,8 @@ def rule_quality_rows() -> list[dict[str, Any]]:
       B=2 is served B=1's winner vec (2.5 / 2.0), B=8 is served B=2's split (4.4 / 4.0);
     tier 1, bf16 at HD=64: served B=8 HD=128's winner vec, never measured there;
     tier 2, fp32: served B=8 bf16's winner vec (8.0 / 6.0).
-    GPU "solo" tuned one shape."""
+    GPU "solo" tuned one shape. Every group holds two families: one family alone would be a
+    partial group, which leave-one-out does not judge."""
     layout64 = variants.Shape(8, 1024, 32, 8, 64)
     b1, b2, b8 = (variants.Shape(b, 1024, 32, 8, 128) for b in (1, 2, 8))
     return [
@@ -137,7 +138,9 @@ def rule_quality_rows() -> list[dict[str, Any]]:
         trial("g", b8, "bf16", "vec", VEC16, 4.0),
         trial("g", b8, "bf16", "split", SPLIT16, 4.4),
         trial("g", layout64, "bf16", "naive", NAIVE128, 3.0),
+        trial("g", layout64, "bf16", "gather", GATHER, 9.0),
         trial("g", b8, "fp32", "split", SPLIT16, 6.0),
         trial("g", b8, "fp32", "vec", VEC16, 8.0),
         trial("solo", b8, "bf16", "vec", VEC16, 4.0),
+        trial("solo", b8, "bf16", "split", SPLIT16, 4.4),
     ]

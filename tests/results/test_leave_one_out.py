@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from trial_rows import GATHER, NAIVE128, S1, S2, SPLIT16, VEC16, rule_quality_rows, trial
 
-from results.index import build_index
+from results.index import build_index, shape_tuple
 from results.leave_one_out import leave_one_out, rule_quality, summarize
 from service.synthetic import synthetic_frame
 
@@ -54,9 +54,25 @@ def test_slowdown_is_served_time_over_optimum() -> None:
 
 
 def test_a_lone_shape_cannot_be_answered() -> None:
-    table = leave_one_out(pd.DataFrame([trial("g", S1, "bf16", "vec", VEC16, 1.0)]))
-    assert table["served_config"].isna().all()
+    lone = [trial("g", S1, "bf16", "vec", VEC16, 1.0), trial("g", S1, "bf16", "split", SPLIT16, 1.1)]
+    table = leave_one_out(pd.DataFrame(lone))
+    assert len(table) == 1 and table["served_config"].isna().all()
     assert summarize(table).answered == 0 and math.isnan(summarize(table).median_slowdown)
+
+
+def test_a_group_of_one_family_searched_answers_others_but_is_not_judged() -> None:
+    """A partial group's best is one family's best, not the optimum: judged against it, what
+    the rule serves read faster than it is (vec served at 1.2x split's optimum read 1.0x)."""
+    data = [
+        trial("g", S1, "bf16", "split", SPLIT16, 1.0),
+        trial("g", S1, "bf16", "vec", VEC16, 1.2),
+        trial("g", S2, "bf16", "vec", VEC16, 0.5),  # `--family vec` alone at S2
+    ]
+    assert build_index(pd.DataFrame(data)).groups[("g", shape_tuple(S2), "bf16")].partial
+    table = leave_one_out(pd.DataFrame(data))
+    assert list(table["B"]) == [S1.B]  # S2 is no target, but answers S1
+    assert table["served_from"].iloc[0] == str(S2) and table["slowdown"].iloc[0] == pytest.approx(1.2)
+    assert rule_quality(build_index(pd.DataFrame(data)), "g").tuned == 1
 
 
 def test_on_exhaustive_synthetic_data_every_slowdown_is_at_least_one() -> None:
@@ -114,7 +130,9 @@ def test_one_tuned_shape_is_not_enough_for_rule_quality() -> None:
 def test_a_tier_nothing_was_answered_from_says_so() -> None:
     data = [
         trial("g", S1, "bf16", "split", SPLIT16, 1.0),
+        trial("g", S1, "bf16", "naive", NAIVE128, 9.0),
         trial("g", S2, "bf16", "vec", VEC16, 0.5),
+        trial("g", S2, "bf16", "naive", NAIVE128, 9.0),
     ]
     quality = rule_quality(build_index(pd.DataFrame(data)), "g")
     assert quality.at(0).held_out == 2 and quality.at(0).judged == 0
