@@ -111,7 +111,9 @@ class TierQualityModel(BaseModel):
 class GpuRuleQuality(BaseModel):
     gpu: str
     op: str = Field(default="repkv_backward", description="the kernel whose answers these are (variants.OPS)")
-    tuned: int = Field(description="tuned (shape, dtype), each left out in turn")
+    tuned: int = Field(
+        description="tuned (shape, dtype), each left out in turn (not those searched with one family only)"
+    )
     unanswered: int = Field(description="of those, the ones that no other tuned shape could serve")
     tiers: list[TierQualityModel] = Field(description="tiers 0, 1 and 2, in order")
 

@@ -118,7 +118,8 @@ def test_shapes_of_one_op(ops_client: TestClient) -> None:
 def test_rule_quality_of_one_op(ops_client: TestClient) -> None:
     forward = ops_client.get("/rule-quality", params={"op": "repkv_forward"}).json()
     assert {q["gpu"] for q in forward} == {"a100", "h100"} and {q["op"] for q in forward} == {"repkv_forward"}
-    assert next(q for q in forward if q["gpu"] == "h100")["tuned"] == 2
+    # h100's two repkv_forward groups: one is vec alone where four families serve (partial), not held out
+    assert next(q for q in forward if q["gpu"] == "h100")["tuned"] == 1
     backward = ops_client.get("/rule-quality").json()
     assert {q["gpu"] for q in backward} == {"h100", "h200", "l4"}
     assert {q["op"] for q in backward} == {"repkv_backward"}
