@@ -52,14 +52,13 @@ class UsageError(RepkvTuneError):
 def results_to_read(results: Path | None, *, bundled: bool) -> list[Path]:
     """The directories `best` and `export` read: `--results DIR` alone, else the user's
     directory and the bundled results (`results.store.read_dirs`). A DIR that does not exist
-    is a usage error (a typo, not an empty store), and so is a file."""
+    is a usage error (a typo, not an empty store)."""
     from results.store import read_dirs
 
     if results is None:
         return read_dirs(bundled=bundled)
-    if not results.is_dir():
-        why = "not a directory" if results.exists() else "no such directory"
-        raise UsageError(f"no trial rows under {results} ({results}: {why})")
+    if not results.exists():
+        raise UsageError(f"no trial rows under {results} ({results}: no such directory)")
     return [results]
 
 
