@@ -83,3 +83,23 @@ def test_a_line_cut_by_a_killed_writer_is_dropped_by_the_next_append(tmp_path: P
     fresh = optuna.load_study(study_name="s", storage=journal_storage(path))
     assert [t.state for t in fresh.trials] == [optuna.trial.TrialState.COMPLETE] * 4
     assert fragment not in path.read_bytes()
+
+
+@pytest.mark.parametrize("where", ["last", "middle"])
+def test_a_journal_line_that_is_no_log_record_is_refused_naming_it_and_left_as_it_is(
+    tmp_path: Path, where: str
+) -> None:
+    """A bad line followed by more was Optuna's JSONDecodeError traceback; a bad last line was
+    skipped by Optuna, until the run's first append put a line after it and made it fatal."""
+    import optuna
+
+    path = tmp_path / "optuna.journal"
+    study = optuna.create_study(study_name="s", storage=journal_storage(path))
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    lines = path.read_bytes().splitlines(keepends=True)
+    at = len(lines) if where == "last" else 2
+    path.write_bytes(b"".join([*lines[:at], b"not a record {{\n", *lines[at:]]))
+    before = path.read_bytes()
+    with pytest.raises(InvalidStorage, match=f"{path} cannot be read: line {at + 1} is not one of Optuna"):
+        make_storage(f"journal:{path}")
+    assert path.read_bytes() == before

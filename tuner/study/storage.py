@@ -33,7 +33,7 @@ import optuna
 import sqlalchemy.exc
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from tuner.study.journal import journal_storage
+from tuner.study.journal import CorruptJournal, journal_storage
 from variants.errors import RepkvTuneError
 
 HEARTBEAT_INTERVAL_S = 30
@@ -125,7 +125,10 @@ def make_storage(
         if not path.name:
             raise InvalidStorage(f"journal storage {url!r} needs a file: journal:/path/optuna.log")
         path.parent.mkdir(parents=True, exist_ok=True)
-        return journal_storage(path)
+        try:
+            return journal_storage(path)
+        except CorruptJournal as exc:
+            raise InvalidStorage(str(exc)) from None
     if "://" not in url:
         raise InvalidStorage(
             f"cannot read storage {url!r}: use sqlite:///FILE, journal:FILE, postgresql://... or memory"
