@@ -103,3 +103,17 @@ def test_a_journal_line_that_is_no_log_record_is_refused_naming_it_and_left_as_i
     with pytest.raises(InvalidStorage, match=f"{path} cannot be read: line {at + 1} is not one of Optuna"):
         make_storage(f"journal:{path}")
     assert path.read_bytes() == before
+
+
+def test_a_damaged_sqlite_database_is_refused_in_one_line(tmp_path: Path, monkeypatch) -> None:
+    """A file with SQLite's header and junk after it ended the run in SQLAlchemy's traceback
+    ('database disk image is malformed') once the retries for racing workers ran out."""
+    from tuner.study import storage
+
+    monkeypatch.setattr(storage.time, "sleep", lambda _s: None)
+    db = tmp_path / "optuna.db"
+    db.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 20)
+    with pytest.raises(InvalidStorage) as caught:
+        make_storage(f"sqlite:///{db}")
+    reasons = ("database disk image is malformed", "file is not a database")
+    assert str(caught.value) in [f"cannot keep the study in sqlite:///{db}: {why}" for why in reasons]
