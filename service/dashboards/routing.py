@@ -11,7 +11,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 
-import variants
 from service.api.models import ErrorBody
 from service.dashboards import pages
 from service.dashboards.urls import e, link
@@ -27,10 +26,9 @@ HTML_RESPONSES: dict[int | str, dict] = {
 }
 
 
-def error_page(status_code: int, problems: Sequence[Any], op: str | None = None) -> HTMLResponse:
+def error_page(status_code: int, problems: Sequence[Any]) -> HTMLResponse:
     """The HTML page of a dashboard request with a bad query parameter: each problem (FastAPI's
-    validation errors, or a message) on a line, with the status a JSON client would get; its
-    links stay on op `op`."""
+    validation errors, or a message) on a line, with the status a JSON client would get."""
     items = []
     for problem in problems:
         if isinstance(problem, dict):
@@ -40,15 +38,9 @@ def error_page(status_code: int, problems: Sequence[Any], op: str | None = None)
             items.append(f"<li>{e(problem)}</li>")
     body = (
         f"<p>This page cannot be shown for these parameters:</p><ul>{''.join(items)}</ul>"
-        f"<p>{link('Every tuned configuration', pages.overview_url(op=op))}</p>"
+        f"<p>{link('Every tuned configuration', pages.overview_url())}</p>"
     )
-    return HTMLResponse(pages.page("Invalid request", body, op=op), status_code=status_code)
-
-
-def asked_op(request: Request) -> str | None:
-    """The op a request names once and validly (its error page stays on it), else None."""
-    given = request.query_params.getlist("op")
-    return given[0] if len(given) == 1 and given[0] in variants.OPS else None
+    return HTMLResponse(pages.page("Invalid request", body), status_code=status_code)
 
 
 class HtmlErrorRoute(APIRoute):
@@ -62,11 +54,11 @@ class HtmlErrorRoute(APIRoute):
             try:
                 return await handler(request)
             except RequestValidationError as exc:
-                return error_page(422, exc.errors(), asked_op(request))
+                return error_page(422, exc.errors())
             except HTTPException as exc:
                 if exc.status_code != 422:
                     raise
                 detail = exc.detail
-                return error_page(422, detail if isinstance(detail, list) else [detail], asked_op(request))
+                return error_page(422, detail if isinstance(detail, list) else [detail])
 
         return route
