@@ -64,14 +64,20 @@ def write_text(text: str, path: Path) -> Path:
 
 def _replace_atomically(target: Path, write: Callable[[str], object]) -> Path:
     """`write` a temporary file beside `target` (its directory made if need be), then rename it
-    over `target`; the temporary is removed if anything fails."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=target.suffix, dir=target.parent)
+    over `target`; the temporary is removed if anything fails. A symbolic link is written
+    through (the file it names is replaced, the link kept), and a device or pipe (`-o
+    /dev/null`) is written in place: renaming over it would put a regular file there."""
+    real = Path(os.path.realpath(target))
+    if real.exists() and not real.is_file() and not real.is_dir():
+        write(str(real))
+        return target
+    real.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(), suffix=real.suffix, dir=real.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are shared data
     try:
         write(tmp)
-        os.replace(tmp, target)
+        os.replace(tmp, real)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import Depends, Query, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BeforeValidator
 
 import variants
@@ -37,10 +39,28 @@ DTypeFilter = Annotated[
 ]
 
 
+def _query_names(dependant: Dependant) -> frozenset[str]:
+    """The query parameters a route takes, its dependencies' included."""
+    names = {field.alias for field in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return frozenset(names)
+
+
 def given_once(request: Request) -> None:
     """Every route's: a query parameter given more than once is a 422 naming it (else the last
-    value would be taken silently: `?B=8&T=1024&B=9` answered for B=9)."""
+    value would be taken silently: `?B=8&T=1024&B=9` answered for B=9); so is one the route does
+    not take (else ignored: `?B=8&T=1024&hd=64` answered for the default HD=128), on every
+    route the OpenAPI documents (not the docs' pages and assets, where a client may add its own)."""
     params = request.query_params
+    route = request.scope.get("route")
+    if isinstance(route, APIRoute) and route.include_in_schema:
+        known = _query_names(route.dependant)
+        for name in dict.fromkeys(params.keys()):
+            if name not in known:
+                takes = ", ".join(sorted(known, key=str.lower)) or "none"
+                message = f"{name} is not a parameter of {route.path} (it takes: {takes})"
+                raise unprocessable(name, message, params.get(name))
     for name in dict.fromkeys(params.keys()):
         values = params.getlist(name)
         if len(values) > 1:

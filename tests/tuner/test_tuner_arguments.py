@@ -33,6 +33,32 @@ def test_an_unknown_name_is_a_usage_error(call, message: str) -> None:
         call()
 
 
+@pytest.mark.parametrize("text", ["", " ", ",", " , "])
+@pytest.mark.parametrize(
+    ("flag", "call"),
+    [
+        ("--dtype", lambda v: A.parse_dtypes(["bf16", v])),
+        ("--family", lambda v: A.parse_choices([v], ["vec"], "--family", ["vec"])),
+        ("--arch", lambda v: A.parse_archs([v], ("sm_90",))),
+        (
+            "--model",
+            lambda v: A.parse_shapes(argparse.Namespace(shape=None, batch=None, seq=None, model=[v])),
+        ),
+        (
+            "--seq",
+            lambda v: A.parse_shapes(
+                argparse.Namespace(shape=None, batch=None, seq=[v], model=["gpt2-124m"])
+            ),
+        ),
+    ],
+)
+def test_a_list_value_that_names_nothing_is_refused_not_read_as_the_default(
+    flag: str, call, text: str
+) -> None:
+    with pytest.raises(A.UsageError, match=re.escape(f"{flag} {text!r} names nothing")):
+        call(text)
+
+
 def test_one_shape_value_may_hold_several_shapes() -> None:
     assert A.split_shapes(f"{SMALL},{SEED}") == [SMALL, SEED]
     assert A.split_shapes("HD=64,B=1,T=256,NH=14,NH_KV=2") == ["HD=64,B=1,T=256,NH=14,NH_KV=2"]

@@ -299,3 +299,19 @@ def test_best_and_export_of_a_results_dir_that_does_not_exist_say_so(
         f"error: no trial rows under {typo} ({typo}: no such directory)"
     ]
     assert captured.out == "" and not typo.exists()
+
+
+@pytest.mark.parametrize("argv", [["best"], ["best", "--format", "csv"], ["export", "--gpu", "h200"]])
+def test_best_and_export_of_a_results_path_that_is_a_file_say_so(
+    argv: list[str], tmp_path: Path, capsys
+) -> None:
+    """A file given as --results (a parquet file, say) was read as an empty store: best printed
+    'no trial rows under FILE' and exited 1, export called it 'no such directory'."""
+    afile = tmp_path / "rows.parquet"
+    afile.write_bytes(b"PAR1")
+    assert main([*argv, "--results", str(afile)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        f"error: no trial rows under {afile} ({afile}: not a directory)"
+    ]
+    assert captured.out == ""

@@ -92,3 +92,17 @@ def test_merge_leaves_out_rows_with_a_nan_time_and_says_so_in_one_line(tmp_path:
     assert len(lines) == 1 and "run-a.parquet: 2 rows left out (time_ms is NaN: 2)" in lines[0]
     frame, report = load_results(out)
     assert len(frame) == 6 and not report.dropped
+
+
+def test_merge_into_a_directory_inside_a_source_is_refused_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    """`merge -o a/merged a` wrote a copy of every row of a inside a: reading a (best, the
+    service) then found each row twice."""
+    a = tmp_path / "a"
+    write_table(_rows("run-a", 5), a / "h200", "run-a")
+    assert main(["merge", "-o", str(a / "merged"), str(a)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: -o {a / 'merged'} is inside {a}, a directory merged: its rows would then be read "
+        f"twice from {a}; give a directory outside it"
+    ]
+    assert sorted(p.name for p in a.iterdir()) == ["h200"]

@@ -127,6 +127,16 @@ def test_a_results_dir_that_cannot_take_rows_is_a_tune_error_before_measuring(tm
     assert runner.calls == [] and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
+def test_a_gpu_directory_that_cannot_take_rows_is_a_tune_error_before_measuring(tmp_path: Path) -> None:
+    """<results>/<gpu> a file (or not writable) passed the checks, which know the results
+    directory alone, and the run ended in a traceback when it wrote its first row."""
+    (tmp_path / "h200").write_text("x")
+    runner = F.RecordingRunner()
+    with pytest.raises(TuneError, match=rf"^--results {tmp_path / 'h200'} is a file: give a directory"):
+        tune(request(results_dir=tmp_path, gpu="h200"), runner)
+    assert runner.calls == [] and runner.closed and sorted(p.name for p in tmp_path.iterdir()) == ["h200"]
+
+
 def test_what_a_recording_lacks_is_a_tune_error_or_counted(recording: Path, tmp_path: Path) -> None:
     with pytest.raises(TuneError, match="a100"):
         tune(request(replay_dir=recording, gpu="a100"))

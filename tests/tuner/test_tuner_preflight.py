@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tuner.run.preflight import PreflightError, check_cuda, check_results_dir, check_storage
+from tuner.run.preflight import (
+    PreflightError,
+    check_cuda,
+    check_default_journal,
+    check_results_dir,
+    check_storage,
+)
 
 
 def closed_port() -> int:
@@ -95,6 +101,23 @@ def test_a_storage_file_that_holds_something_else_is_refused(tmp_path: Path) -> 
     made = tmp_path / "optuna.journal"
     made.write_text('{"op_code":0,"worker_id":"w","study_name":"s","directions":[1]}\n')
     check_storage(f"journal:{made}")
+
+
+def test_a_default_journal_that_cannot_be_written_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """A read-only <results>/optuna.journal passed the checks, and the run ended in a
+    PermissionError traceback at the study's first append."""
+    journal = tmp_path / "optuna.journal"
+    journal.write_text('{"op_code":0,"worker_id":"w","study_name":"s","directions":[1]}\n')
+    opened = Path.open
+
+    def read_only(self: Path, mode: str = "r", *args, **kwargs):
+        if self == journal and "a" in mode:  # as chmod a-w does, for a user that is not root
+            raise PermissionError(13, "Permission denied", str(self))
+        return opened(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", read_only)
+    with pytest.raises(PreflightError, match=f"^cannot write {journal} \\(Permission denied\\), where a run"):
+        check_default_journal(tmp_path)
 
 
 def test_an_unreachable_database_is_one_attempt_and_its_password_is_not_shown() -> None:

@@ -83,3 +83,37 @@ def test_a_line_cut_by_a_killed_writer_is_dropped_by_the_next_append(tmp_path: P
     fresh = optuna.load_study(study_name="s", storage=journal_storage(path))
     assert [t.state for t in fresh.trials] == [optuna.trial.TrialState.COMPLETE] * 4
     assert fragment not in path.read_bytes()
+
+
+@pytest.mark.parametrize("where", ["last", "middle"])
+def test_a_journal_line_that_is_no_log_record_is_refused_naming_it_and_left_as_it_is(
+    tmp_path: Path, where: str
+) -> None:
+    """A bad line followed by more was Optuna's JSONDecodeError traceback; a bad last line was
+    skipped by Optuna, until the run's first append put a line after it and made it fatal."""
+    import optuna
+
+    path = tmp_path / "optuna.journal"
+    study = optuna.create_study(study_name="s", storage=journal_storage(path))
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    lines = path.read_bytes().splitlines(keepends=True)
+    at = len(lines) if where == "last" else 2
+    path.write_bytes(b"".join([*lines[:at], b"not a record {{\n", *lines[at:]]))
+    before = path.read_bytes()
+    with pytest.raises(InvalidStorage, match=f"{path} cannot be read: line {at + 1} is not one of Optuna"):
+        make_storage(f"journal:{path}")
+    assert path.read_bytes() == before
+
+
+def test_a_damaged_sqlite_database_is_refused_in_one_line(tmp_path: Path, monkeypatch) -> None:
+    """A file with SQLite's header and junk after it ended the run in SQLAlchemy's traceback
+    ('database disk image is malformed') once the retries for racing workers ran out."""
+    from tuner.study import storage
+
+    monkeypatch.setattr(storage.time, "sleep", lambda _s: None)
+    db = tmp_path / "optuna.db"
+    db.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 20)
+    with pytest.raises(InvalidStorage) as caught:
+        make_storage(f"sqlite:///{db}")
+    reasons = ("database disk image is malformed", "file is not a database")
+    assert str(caught.value) in [f"cannot keep the study in sqlite:///{db}: {why}" for why in reasons]

@@ -52,13 +52,14 @@ class UsageError(RepkvTuneError):
 def results_to_read(results: Path | None, *, bundled: bool) -> list[Path]:
     """The directories `best` and `export` read: `--results DIR` alone, else the user's
     directory and the bundled results (`results.store.read_dirs`). A DIR that does not exist
-    is a usage error (a typo, not an empty store)."""
+    is a usage error (a typo, not an empty store), and so is a file."""
     from results.store import read_dirs
 
     if results is None:
         return read_dirs(bundled=bundled)
-    if not results.exists():
-        raise UsageError(f"no trial rows under {results} ({results}: no such directory)")
+    if not results.is_dir():
+        why = "not a directory" if results.exists() else "no such directory"
+        raise UsageError(f"no trial rows under {results} ({results}: {why})")
     return [results]
 
 
@@ -74,16 +75,24 @@ def output_file(path: Path, named: str) -> Path:
     return path
 
 
-def csv_values(values: Iterable[str] | None) -> list[str]:
-    """Repeated flags and comma lists, flattened: ['bf16,fp16', 'fp32'] -> [bf16, fp16, fp32]."""
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+def csv_values(values: Iterable[str] | None, flag: str | None = None) -> list[str]:
+    """Repeated flags and comma lists, flattened: ['bf16,fp16', 'fp32'] -> [bf16, fp16, fp32].
+    Given a `flag`, values that name nothing ('' or ',': a shell variable left empty) are a
+    usage error, not a request for the flag's default."""
+    names = []
+    for value in values or []:
+        found = [v.strip() for v in value.split(",") if v.strip()]
+        if flag is not None and not found:
+            raise UsageError(f"{flag} {value!r} names nothing: give one or more, or leave {flag} out")
+        names += found
+    return names
 
 
 def parse_choices(
     values: Iterable[str] | None, known: Sequence[str], flag: str, default: Sequence[str]
 ) -> list[str]:
     """Names out of `known` (repeated or comma lists; each once, in order); `default` without any."""
-    names = csv_values(values) or list(default)
+    names = csv_values(values, flag) or list(default)
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"unknown {flag[2:]} {unknown[0]!r}: use {flag} with {', '.join(known)}")
@@ -141,7 +150,7 @@ def parse_shape_values(values: Iterable[str] | None) -> list[Shape]:
 
 def _ints(values: list[str] | None, flag: str) -> tuple[int, ...]:
     try:
-        return tuple(int(v) for v in csv_values(values))
+        return tuple(int(v) for v in csv_values(values, flag))
     except ValueError:
         raise UsageError(f"{flag} takes whole numbers, e.g. {flag} 1,8") from None
 
@@ -152,7 +161,7 @@ def parse_shapes(args: argparse.Namespace) -> list[Shape]:
         shapes = parse_shape_values(args.shape)
         batches = _ints(args.batch, "--batch") or DEFAULT_BATCH
         seqs = _ints(args.seq, "--seq") or DEFAULT_SEQ
-        models = csv_values(args.model)
+        models = csv_values(args.model, "--model")
         if (args.batch or args.seq) and not models:
             raise UsageError("--batch and --seq go with --model NAME (or give --shape B=..,T=..,...)")
         shapes += [s for s in model_shapes(models, batches, seqs) if s not in shapes]
@@ -170,7 +179,7 @@ ARCH = re.compile(r"(sm|compute)_\d{2,3}[af]?")
 
 
 def parse_archs(values: Iterable[str] | None, default: Sequence[str]) -> list[str]:
-    archs = csv_values(values) or list(default)
+    archs = csv_values(values, "--arch") or list(default)
     bad = [a for a in archs if not ARCH.fullmatch(a)]
     if bad:
         raise UsageError(f"cannot read --arch {bad[0]!r}: give a target such as sm_90 or sm_80,sm_90")

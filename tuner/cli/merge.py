@@ -116,6 +116,14 @@ def run_merge(sources: list[Path], target: Path) -> int:
     if Path(target).exists() and not Path(target).is_dir():
         print(f"error: -o {target} is not a directory: give a directory to write", file=sys.stderr)
         return 2
+    inside = [s for s in sources if Path(s).resolve() in Path(target).resolve().parents]
+    if inside:  # every reader of the source (best, the service) would then see each row twice
+        print(
+            f"error: -o {target} is inside {inside[0]}, a directory merged: its rows would then be "
+            f"read twice from {inside[0]}; give a directory outside it",
+            file=sys.stderr,
+        )
+        return 2
     try:
         report = merge(sources, target)
     except OSError as exc:

@@ -376,6 +376,6 @@ def tune_request(args: argparse.Namespace) -> TuneRequest:
         warm_start=args.warm_start,
         ahead=args.ahead,
         op=args.op,
-        families=tuple(dict.fromkeys(csv_values(args.family))),
+        families=tuple(dict.fromkeys(csv_values(args.family, "--family"))),
         remeasure=args.remeasure,
     )

@@ -31,6 +31,7 @@ from tuner.cli.report import ProgressBars
 from tuner.interrupt import StopFlag
 from tuner.run.gpus import GpuLabelMismatch, InvalidGpuLabel, resolve_label
 from tuner.run.leaders import LEADERS_AGAIN, leaders_of_other_runs, leaders_plan
+from tuner.run.preflight import PreflightError, check_results_dir
 from tuner.run.request import TuneError, TuneRequest, TuneResult, check_numbers, outcome_frame, study_plans
 from tuner.run.rows import ResultsSink, new_run_id
 from tuner.run.setup import check_families_serve, gpu_runner, preflight, searched_families
@@ -290,6 +291,11 @@ def tune(
     runner.stop = stop
     stop.on_abort(runner.abort)
     if results_dir is not None:
+        try:  # where the rows go, <results>/<gpu>: the preflight could not name it yet
+            check_results_dir(results_dir / gpu, "--results")
+        except PreflightError as exc:
+            runner.close()
+            raise TuneError(str(exc)) from None
         clean_stale_temporaries(results_dir)
     storage_url = request.storage or (default_storage_url(results_dir) if results_dir else None)
     try:

@@ -135,6 +135,15 @@ def check_default_journal(results_dir: Path) -> None:
             f"{path} is not an Optuna journal, and a run keeps its study there when --storage is not "
             "given: move it away, or give --storage journal:FILE"
         )
+    if path.is_file():
+        try:
+            with path.open("ab"):
+                pass
+        except OSError as exc:
+            raise PreflightError(
+                f"cannot write {path} ({_why(exc)}), where a run keeps its study when --storage is not "
+                "given: make it writable, or give --storage journal:FILE"
+            ) from None
 
 
 def shown_url(url: str) -> str:

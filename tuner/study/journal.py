@@ -96,5 +96,48 @@ def _cut_fragment(fd: int, chunk: int = 1 << 16) -> None:
     os.ftruncate(fd, keep)
 
 
+class CorruptJournal(ValueError):
+    """A journal with a complete line that is not one of Optuna's log records: Optuna cannot
+    read one followed by more lines, and skips one that is last, until the next append puts a
+    line after it."""
+
+    def __init__(self, path: Path | str, line: int | None) -> None:
+        where = f"line {line}" if line is not None else "a line"
+        super().__init__(
+            f"the Optuna journal {path} cannot be read: {where} is not one of Optuna's log records; "
+            "move the journal away (the rows its trials wrote stay in the results and answer them), or give "
+            "--storage another file"
+        )
+
+
+def _bad_line(path: Path | str, *, last_only: bool) -> int | None:
+    """The number (from 1) of the first complete line that is not a JSON object, or of the last
+    complete line if that one is not (`last_only`). A fragment after the last newline, left by
+    a writer killed mid-line, is not counted: the next append cuts it."""
+    try:
+        lines = Path(path).read_bytes().split(b"\n")[:-1]
+    except OSError:
+        return None
+    numbered = list(enumerate(lines, start=1))
+    for number, line in numbered[-1:] if last_only else numbered:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return number
+        if not isinstance(record, dict):
+            return number
+    return None
+
+
 def journal_storage(path: Path | str) -> JournalStorage:
-    return JournalStorage(JournalFile(str(path)))
+    """The study storage kept in the journal `path`; CorruptJournal, naming the line, where a
+    line of it is not a log record (rather than Optuna's JSONDecodeError, or an append that
+    makes a skipped last line unreadable)."""
+    try:
+        storage = JournalStorage(JournalFile(str(path)))
+    except ValueError:
+        raise CorruptJournal(path, _bad_line(path, last_only=False)) from None
+    bad = _bad_line(path, last_only=True)
+    if bad is not None:
+        raise CorruptJournal(path, bad)
+    return storage

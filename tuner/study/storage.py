@@ -33,7 +33,7 @@ import optuna
 import sqlalchemy.exc
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from tuner.study.journal import journal_storage
+from tuner.study.journal import CorruptJournal, journal_storage
 from variants.errors import RepkvTuneError
 
 HEARTBEAT_INTERVAL_S = 30
@@ -108,6 +108,20 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def _shown(url: str) -> str:
+    """The URL without its password."""
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        return url.split("://", 1)[0] + "://..."
+
+
+def _why(exc: sqlalchemy.exc.SQLAlchemyError) -> str:
+    """The database's own words (SQLAlchemy adds the statement and a link on further lines)."""
+    orig = getattr(exc, "orig", None)
+    return (str(orig) if orig is not None else str(exc)).strip().splitlines()[0]
+
+
 def make_storage(
     url: str | None,
     *,
@@ -125,7 +139,10 @@ def make_storage(
         if not path.name:
             raise InvalidStorage(f"journal storage {url!r} needs a file: journal:/path/optuna.log")
         path.parent.mkdir(parents=True, exist_ok=True)
-        return journal_storage(path)
+        try:
+            return journal_storage(path)
+        except CorruptJournal as exc:
+            raise InvalidStorage(str(exc)) from None
     if "://" not in url:
         raise InvalidStorage(
             f"cannot read storage {url!r}: use sqlite:///FILE, journal:FILE, postgresql://... or memory"
@@ -152,10 +169,10 @@ def make_storage(
                 )
             except ImportError as exc:
                 raise InvalidStorage(f"cannot open {url.split('://')[0]} storage: {exc}") from exc
-            except sqlalchemy.exc.SQLAlchemyError:
+            except sqlalchemy.exc.SQLAlchemyError as exc:
                 # Workers starting together on a fresh database race to create Optuna's
                 # tables; the loser retries and finds them made.
-                if attempt == CREATE_ATTEMPTS - 1:
-                    raise
+                if attempt == CREATE_ATTEMPTS - 1:  # not a race: a damaged database, say
+                    raise InvalidStorage(f"cannot keep the study in {_shown(url)}: {_why(exc)}") from None
                 time.sleep(0.2 + random.random())
     raise AssertionError("unreachable")

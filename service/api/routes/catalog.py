@@ -11,7 +11,7 @@ import variants
 from results.index import GpuSummary, StoreIndex, summarize_gpus
 from results.leave_one_out import rule_quality_by_gpu
 from results.schema import rows_of_op
-from service.api.deps import DTypeFilter, GpuQuery, IndexDep, OpQuery
+from service.api.deps import DTypeFilter, GpuQuery, IndexDep, L2Query, OpQuery
 from service.api.errors import ERROR_RESPONSES, NotFound
 from service.api.models import GpuModel, GpuRuleQuality, TunedShapeModel
 from service.api.routes.best import shape_model, tier_quality_model
@@ -102,14 +102,16 @@ async def shapes(
     summary="How good nearest-shape answers have been",
 )
 async def rule_quality(
-    index: IndexDep, gpu: GpuQuery = None, op: OpQuery = variants.DEFAULT_OP
+    index: IndexDep, gpu: GpuQuery = None, op: OpQuery = variants.DEFAULT_OP, l2: L2Query = "cold"
 ) -> list[GpuRuleQuality]:
     """Per GPU with results of op `op` (default repkv_backward), leave-one-out per tier: each
     tuned (shape, dtype) is left out and answered from the GPU's other tuned shapes by GET
     /best's rule; per tier answered from, how many, how many measured the served configuration
     themselves, and its slow-down against their own best (median, 90th percentile, worst). A
-    nearest answer of /best carries its tier's row as `rule_quality`."""
-    tuned = index.for_op(op)
+    nearest answer of /best carries its tier's row as `rule_quality`; with `l2=fed`, over
+    the rankings GET /best?l2=fed serves (each tuned shape's fed one where it has one), as
+    that answer's `rule_quality` is."""
+    tuned = index.for_op(op).in_state(l2)
     if gpu is not None and gpu not in tuned.by_gpu:
         raise no_gpu(gpu, op, tuned.available_gpus())
     return [

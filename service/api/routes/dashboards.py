@@ -216,9 +216,12 @@ def gpus_page(index: IndexDep, shape: ShapeDep, dtype: DTypeDep, op: OpQuery = D
     tuned = index.for_op(op)
     winners = data.gpu_comparison(index.frame, shape, dtype.name, op)
     shapes = data.tuned_shapes(tuned)
+    shape_options = [(str(s), pages.gpus_url(s, dtype.name, op), s == shape) for s in shapes]
+    if shape not in shapes:  # as the shape page: the picker shows this shape, not the first tuned one
+        shape_options.insert(0, (f"{shape} (not tuned)", pages.gpus_url(shape, dtype.name, op), True))
     pickers = pages.pickers(
         nav.op_picker(index, op, lambda o: pages.gpus_url(shape, dtype.name, o)),
-        pages.picker("Shape", [(str(s), pages.gpus_url(s, dtype.name, op), s == shape) for s in shapes]),
+        pages.picker("Shape", shape_options),
         pages.picker("dtype", [(d, pages.gpus_url(shape, d, op), d == dtype.name) for d in variants.DTYPES]),
     )
     if winners.empty:  # tuned nowhere: what GET /best serves each GPU instead, as the shape page does

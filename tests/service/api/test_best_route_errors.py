@@ -120,3 +120,20 @@ def test_a_query_parameter_given_twice_is_422_naming_it(client: TestClient) -> N
     assert page.status_code == 422 and "text/html" in page.headers["content-type"]
     assert "<code>dtype</code>: dtype is given 2 times" in page.text
     assert client.get("/best?B=8&T=1024&gpu=h100").status_code == 200
+
+
+def test_a_query_parameter_the_route_does_not_take_is_422_naming_it(client: TestClient) -> None:
+    """Not ignored: `hd=64` (HD in the wrong case) answered for the default HD=128, on every
+    route; a dashboard says so in its HTML error page."""
+    r = client.get("/best", params={"B": 8, "T": 1024, "hd": 64})
+    assert r.status_code == 422
+    (problem,) = r.json()["detail"]
+    assert problem["loc"] == ["query", "hd"] and problem["input"] == "64"
+    assert problem["msg"].startswith("hd is not a parameter of /best (it takes: B, dtype, gpu, HD,")
+    r = client.get("/results", params={"gpu": "h100", "limit": 1, "fmt": "csv"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "fmt"]
+    page = client.get("/dashboards/shape?gpu=h100&B=8&T=1024&nh=16")
+    assert page.status_code == 422 and "text/html" in page.headers["content-type"]
+    assert "<code>nh</code>: nh is not a parameter" in page.text
+    assert client.get("/healthz?probe=1").status_code == 422
+    assert client.get("/best?B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16&gpu=h100&l2=cold").status_code == 200

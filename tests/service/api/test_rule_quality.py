@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from service_client import make_client
-from trial_rows import rule_quality_rows
+from trial_rows import SPLIT16, VEC16, rule_quality_rows, trial
 
+import variants
 from results.store import write_table
 
 
@@ -109,3 +110,25 @@ def test_openapi_documents_rule_quality(rule_client: TestClient) -> None:
     assert "tier" in schemas["BestAnswer"]["required"]
     assert set(schemas["TierQualityModel"]["required"]) >= {"held_out", "judged", "median_slowdown", "reason"}
     assert "/rule-quality" in spec["paths"]
+
+
+def test_rule_quality_with_l2_fed_is_the_figures_best_serves_with_l2_fed(tmp_path: Path) -> None:
+    """B=2 tuned fed too, where vec wins: fed, B=1 and B=8 are served vec from B=2, their own
+    best (1.0x), so the fed figures differ from the cold ones that /rule-quality gave alone."""
+    b2 = variants.Shape(2, 1024, 32, 8, 128)
+    fed = [
+        trial("g", b2, "bf16", "vec", VEC16, 1.5, number=20, l2="fed"),
+        trial("g", b2, "bf16", "split", SPLIT16, 2.0, number=21, l2="fed"),
+    ]
+    write_table([*rule_quality_rows(), *fed], tmp_path, "synthetic-rule-quality-fed")
+    with make_client(tmp_path) as client:
+        assert client.app.state.store.wait_ready(30)
+        served = the_answer(client, B=16, T=1024, gpu="g", l2="fed")["rule_quality"]
+        cold = the_answer(client, B=16, T=1024, gpu="g")["rule_quality"]
+        (listed,) = client.get("/rule-quality", params={"gpu": "g", "l2": "fed"}).json()
+        (listed_cold,) = client.get("/rule-quality", params={"gpu": "g"}).json()
+        bad = client.get("/rule-quality", params={"l2": "hot"})
+    assert served != cold and served["tier"] == 0
+    assert next(t for t in listed["tiers"] if t["tier"] == 0) == served
+    assert next(t for t in listed_cold["tiers"] if t["tier"] == 0) == cold
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "l2"]

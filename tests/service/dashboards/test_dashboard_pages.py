@@ -168,6 +168,10 @@ def test_gpus_page_of_a_shape_no_gpu_tuned_shows_what_best_serves_each_gpu(clien
         assert best["match"] == "nearest"
         assert f"<code>{best['kernel']['config_key']}</code>" in r.text
         assert f"/dashboards/shape?gpu={gpu}&amp;B=3&amp;T=3" in r.text
+    # the shape picker shows the shape asked for, not the first tuned one
+    shapes = picker_options(r.text, "shape")
+    assert shapes[0] == (f"{variants.Shape(3, 3, 32, 8, 128)} (not tuned)", shapes[0][1], True)
+    assert [s for s in shapes if s[2]] == shapes[:1] and "B=3&T=3" in shapes[0][1]
 
 
 def test_plotly_js_is_served_locally(client: TestClient) -> None:
