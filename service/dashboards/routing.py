@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 
+import variants
 from service.api.models import ErrorBody
 from service.dashboards import pages
 from service.dashboards.urls import e, link
@@ -26,9 +27,10 @@ HTML_RESPONSES: dict[int | str, dict] = {
 }
 
 
-def error_page(status_code: int, problems: Sequence[Any]) -> HTMLResponse:
+def error_page(status_code: int, problems: Sequence[Any], op: str | None = None) -> HTMLResponse:
     """The HTML page of a dashboard request with a bad query parameter: each problem (FastAPI's
-    validation errors, or a message) on a line, with the status a JSON client would get."""
+    validation errors, or a message) on a line, with the status a JSON client would get; its
+    links stay on op `op`."""
     items = []
     for problem in problems:
         if isinstance(problem, dict):
@@ -38,9 +40,15 @@ def error_page(status_code: int, problems: Sequence[Any]) -> HTMLResponse:
             items.append(f"<li>{e(problem)}</li>")
     body = (
         f"<p>This page cannot be shown for these parameters:</p><ul>{''.join(items)}</ul>"
-        f"<p>{link('Every tuned configuration', pages.overview_url())}</p>"
+        f"<p>{link('Every tuned configuration', pages.overview_url(op=op))}</p>"
     )
-    return HTMLResponse(pages.page("Invalid request", body), status_code=status_code)
+    return HTMLResponse(pages.page("Invalid request", body, op=op), status_code=status_code)
+
+
+def asked_op(request: Request) -> str | None:
+    """The op a request names once and validly (its error page stays on it), else None."""
+    given = request.query_params.getlist("op")
+    return given[0] if len(given) == 1 and given[0] in variants.OPS else None
 
 
 class HtmlErrorRoute(APIRoute):
@@ -54,11 +62,11 @@ class HtmlErrorRoute(APIRoute):
             try:
                 return await handler(request)
             except RequestValidationError as exc:
-                return error_page(422, exc.errors())
+                return error_page(422, exc.errors(), asked_op(request))
             except HTTPException as exc:
                 if exc.status_code != 422:
                     raise
                 detail = exc.detail
-                return error_page(422, detail if isinstance(detail, list) else [detail])
+                return error_page(422, detail if isinstance(detail, list) else [detail], asked_op(request))
 
         return route

@@ -26,7 +26,28 @@ def test_a_bad_parameter_gets_an_html_error_page(client: TestClient, url: str, n
     assert r.status_code == 422, r.text
     assert r.headers["content-type"].startswith("text/html")
     assert "<title>Invalid request" in r.text and f"<code>{named}</code>" in r.text
-    assert 'href="/dashboards"' in r.text  # a way back
+    assert 'href="/dashboards' in r.text  # a way back
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/dashboards/shape?B=8&T=1024&NH=30&op=repkv_forward",
+        "/dashboards/shape?B=8&T=1024&HD=127&op=rope_repkv_forward",
+        "/dashboards/bandwidth?gpu=H%20200&op=repkv_forward",
+    ],
+)
+def test_the_error_page_keeps_the_op_asked_for(client: TestClient, url: str) -> None:
+    """Its way back and its navigation stay on that op, as every other page's do."""
+    r = client.get(url)
+    assert r.status_code == 422, r.text
+    op = url.rsplit("op=", 1)[1]
+    assert f'href="/dashboards?op={op}"' in r.text and f'href="/dashboards/bandwidth?op={op}"' in r.text
+    assert 'href="/dashboards"' not in r.text
+    # an unknown op, or one given twice, is the problem named: the links go to the default op
+    for bad in ("/dashboards?op=nope", "/dashboards?op=repkv_forward&op=repkv_rope_backward"):
+        r = client.get(bad)
+        assert r.status_code == 422 and 'href="/dashboards"' in r.text and "<code>op</code>" in r.text
 
 
 def test_the_api_keeps_its_json_errors(client: TestClient) -> None:
