@@ -134,10 +134,15 @@ def nearest_table(table: pd.DataFrame, gpu: str, op: str | None = None) -> str:
     )
 
 
+def _tuned_link(served: Mapping[str, Any]) -> str:
+    """The tuned shape and dtype a served configuration comes from, linked to its page."""
+    tuned, tuned_dtype = served["tuned_shape"], str(served["tuned_dtype"])
+    page = shape_url(str(served["measured_gpu"]), tuned, tuned_dtype, served.get("op"))
+    return link(f"{tuned} {tuned_dtype}", page)
+
+
 def served_summary(served: Mapping[str, Any], shape: Shape, dtype: str) -> str:
     """What GET /best serves for a shape nobody tuned on this GPU."""
-    tuned = served["tuned_shape"]
-    assert isinstance(tuned, Shape)
     gpu = str(served["gpu"])
     ratio = served["ratio_to_copy"]
     gbps = served["gbps"]
@@ -146,9 +151,7 @@ def served_summary(served: Mapping[str, Any], shape: Shape, dtype: str) -> str:
         measured += f", {ratio:.3f}x the copy"
     if isinstance(gbps, float):
         measured += f", {gbps:.0f} GB/s"
-    tuned_dtype = str(served["tuned_dtype"])
     op = served.get("op")
-    tuned_page = shape_url(str(served["measured_gpu"]), tuned, tuned_dtype, op)
     rank = int(served["rank"])
     which = "" if rank == 0 else f", its configuration number {rank + 1}"
     source = winner_links(gpu, shape, dtype, served["source_hash"], op=op)
@@ -157,7 +160,7 @@ def served_summary(served: Mapping[str, Any], shape: Shape, dtype: str) -> str:
         f"<p><b>Not tuned on {e(gpu)}.</b> GET /best serves the configuration of the nearest tuned shape:</p>"
         f"<p><code>{e(served['config_key'])}</code>, launched for this shape as grid {served['grid']} "
         f"x block {served['block']} ({source})</p>"
-        f"<p>It comes from {link(f'{tuned} {tuned_dtype}', tuned_page)} (tier {served['tier']}, "
+        f"<p>It comes from {_tuned_link(served)} (tier {served['tier']}, "
         f"distance {float(served['distance']):.2f}{which}), where it measured {e(measured)}.</p>"
         f"{rule_quality_note(served.get('rule_quality'), str(served['measured_gpu']), op)}</div>"
     )
@@ -168,14 +171,10 @@ def served_by_gpu_table(served: list[Mapping[str, Any]], shape: Shape, dtype: st
     linking to that GPU's page of the shape (the served configuration in full)."""
     rows = []
     for answer in served:
-        gpu, tuned = str(answer["gpu"]), answer["tuned_shape"]
-        op = answer.get("op")
-        tuned_dtype = str(answer["tuned_dtype"])
-        tuned_page = shape_url(str(answer["measured_gpu"]), tuned, tuned_dtype, op)
+        gpu, op = str(answer["gpu"]), answer.get("op")
         rows.append(
             f"<tr><td>{link(gpu, shape_url(gpu, shape, dtype, op))}</td>"
-            f"<td><code>{e(answer['config_key'])}</code></td>"
-            f"<td>{link(f'{tuned} {tuned_dtype}', tuned_page)}</td>"
+            f"<td><code>{e(answer['config_key'])}</code></td><td>{_tuned_link(answer)}</td>"
             f"<td class='num'>{int(answer['tier'])}</td>{_cell(float(answer['distance']), 2)}"
             f"{_cell(answer['time_ms'], 4)}{_cell(answer['ratio_to_copy'], 3)}</tr>"
         )

@@ -78,18 +78,24 @@ def check_output_file(path: Path, named: str) -> None:
     _writable_dir(path.parent, f"{named} {path}:", "name a file in a directory you can write")
 
 
+def _cannot_append(path: Path) -> str | None:
+    """Why an existing file cannot be opened for appending (nothing is written), or None."""
+    try:
+        with path.open("ab"):
+            pass
+    except OSError as exc:
+        return _why(exc)
+    return None
+
+
 def _check_file(path: Path, named: str) -> None:
     """A file that can be appended to: an existing one opened, a new one's directory probed."""
     if path.is_dir():
         raise PreflightError(f"{named}: {path} is a directory: name a file in it")
     if path.exists():
-        try:
-            with path.open("ab"):
-                pass
-        except OSError as exc:
-            raise PreflightError(
-                f"{named}: cannot write {path} ({_why(exc)}): name a file you can write"
-            ) from None
+        why = _cannot_append(path)
+        if why is not None:
+            raise PreflightError(f"{named}: cannot write {path} ({why}): name a file you can write")
         return
     _writable_dir(path.parent, f"{named}:", "name a file in a directory you can write")
 
@@ -135,25 +141,12 @@ def check_default_journal(results_dir: Path) -> None:
             f"{path} is not an Optuna journal, and a run keeps its study there when --storage is not "
             "given: move it away, or give --storage journal:FILE"
         )
-    if path.is_file():
-        try:
-            with path.open("ab"):
-                pass
-        except OSError as exc:
-            raise PreflightError(
-                f"cannot write {path} ({_why(exc)}), where a run keeps its study when --storage is not "
-                "given: make it writable, or give --storage journal:FILE"
-            ) from None
-
-
-def shown_url(url: str) -> str:
-    """The URL without its password."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url.split("://", 1)[0] + "://..."
+    why = _cannot_append(path) if path.is_file() else None
+    if why is not None:
+        raise PreflightError(
+            f"cannot write {path} ({why}), where a run keeps its study when --storage is not "
+            "given: make it writable, or give --storage journal:FILE"
+        )
 
 
 def check_storage(url: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
@@ -191,7 +184,7 @@ def _connect_once(url: str, timeout_s: float) -> None:
     import sqlalchemy
     import sqlalchemy.exc
 
-    from tuner.study.storage import normalize_url
+    from tuner.study.storage import database_words, normalize_url, shown_url
 
     shown = shown_url(url)
     try:
@@ -208,9 +201,8 @@ def _connect_once(url: str, timeout_s: float) -> None:
         with engine.connect():
             pass
     except sqlalchemy.exc.SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
         raise PreflightError(
-            f"--storage {shown}: cannot connect ({reason[0] if reason else type(exc).__name__}): "
+            f"--storage {shown}: cannot connect ({database_words(exc)}): "
             "check that the server runs and can be reached from here, and the database, user and password"
         ) from None
     finally:

@@ -80,20 +80,25 @@ class JournalFile(JournalFileBackend):
             self._journal_lock.release()
 
 
-def _cut_fragment(fd: int, chunk: int = 1 << 16) -> None:
+def _cut_fragment(fd: int) -> None:
     """Truncate the file after its last newline, if a line without one follows it."""
     end = os.fstat(fd).st_size
     if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
         return
-    keep, position = 0, end
-    while position > 0:  # back to the last newline, a chunk at a time
+    os.ftruncate(fd, _line_start(fd, end))
+
+
+def _line_start(fd: int, end: int, chunk: int = 1 << 16) -> int:
+    """The offset just after the last newline before `end` (0 where there is none), read
+    backwards a chunk at a time: a journal's tail, never the whole of it."""
+    position = end
+    while position > 0:
         start = max(0, position - chunk)
         newline = os.pread(fd, position - start, start).rfind(b"\n")
         if newline >= 0:
-            keep = start + newline + 1
-            break
+            return start + newline + 1
         position = start
-    os.ftruncate(fd, keep)
+    return 0
 
 
 class CorruptJournal(ValueError):
@@ -110,23 +115,39 @@ class CorruptJournal(ValueError):
         )
 
 
-def _bad_line(path: Path | str, *, last_only: bool) -> int | None:
-    """The number (from 1) of the first complete line that is not a JSON object, or of the last
-    complete line if that one is not (`last_only`). A fragment after the last newline, left by
-    a writer killed mid-line, is not counted: the next append cuts it."""
+def _is_record(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def _bad_line(path: Path | str) -> int | None:
+    """The number (from 1) of the first complete line that is not a JSON object, or None. A
+    fragment after the last newline, left by a writer killed mid-line, is not counted: the next
+    append cuts it."""
     try:
         lines = Path(path).read_bytes().split(b"\n")[:-1]
     except OSError:
         return None
-    numbered = list(enumerate(lines, start=1))
-    for number, line in numbered[-1:] if last_only else numbered:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return number
-        if not isinstance(record, dict):
-            return number
-    return None
+    return next((number for number, line in enumerate(lines, start=1) if not _is_record(line)), None)
+
+
+def _last_line_is_record(path: Path | str) -> bool:
+    """Whether the last complete line is a log record (true where there is none): only the
+    journal's tail is read, since Optuna has just read the whole of it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return True
+    try:
+        end = _line_start(fd, os.fstat(fd).st_size)  # the fragment's start: complete lines end there
+        if end == 0:
+            return True
+        start = _line_start(fd, end - 1)
+        return _is_record(os.pread(fd, end - 1 - start, start))
+    finally:
+        os.close(fd)
 
 
 def journal_storage(path: Path | str) -> JournalStorage:
@@ -136,8 +157,7 @@ def journal_storage(path: Path | str) -> JournalStorage:
     try:
         storage = JournalStorage(JournalFile(str(path)))
     except ValueError:
-        raise CorruptJournal(path, _bad_line(path, last_only=False)) from None
-    bad = _bad_line(path, last_only=True)
-    if bad is not None:
-        raise CorruptJournal(path, bad)
+        raise CorruptJournal(path, _bad_line(path)) from None
+    if not _last_line_is_record(path):  # the first bad line is the last one: the rest read
+        raise CorruptJournal(path, _bad_line(path))
     return storage

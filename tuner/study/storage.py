@@ -108,7 +108,7 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """The URL without its password."""
     try:
         return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
@@ -116,10 +116,11 @@ def _shown(url: str) -> str:
         return url.split("://", 1)[0] + "://..."
 
 
-def _why(exc: sqlalchemy.exc.SQLAlchemyError) -> str:
+def database_words(exc: sqlalchemy.exc.SQLAlchemyError) -> str:
     """The database's own words (SQLAlchemy adds the statement and a link on further lines)."""
     orig = getattr(exc, "orig", None)
-    return (str(orig) if orig is not None else str(exc)).strip().splitlines()[0]
+    lines = (str(orig) if orig is not None else str(exc)).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def make_storage(
@@ -173,6 +174,7 @@ def make_storage(
                 # Workers starting together on a fresh database race to create Optuna's
                 # tables; the loser retries and finds them made.
                 if attempt == CREATE_ATTEMPTS - 1:  # not a race: a damaged database, say
-                    raise InvalidStorage(f"cannot keep the study in {_shown(url)}: {_why(exc)}") from None
+                    reason = database_words(exc)
+                    raise InvalidStorage(f"cannot keep the study in {shown_url(url)}: {reason}") from None
                 time.sleep(0.2 + random.random())
     raise AssertionError("unreachable")
