@@ -69,7 +69,8 @@ def limit_problem(B: int, T: int, NH: int, NH_KV: int, HD: int) -> tuple[str, st
         # blamed on a head dimension where it is beyond any model's, else on the tokens
         field = "HD" if HD > USUAL_HEAD_LIMIT else "NH" if NH + 2 * NH_KV > USUAL_HEAD_LIMIT else "B"
         return field, (
-            f"dinp would hold B*T*(NH+2*NH_KV)*HD = {B * T}*{NH + 2 * NH_KV}*{HD} = {elements} elements, "
+            "the packed (B, T, NH+2*NH_KV, HD) tensor (the backward ops' dinp, the forward ops' inp) "
+            f"would hold {B * T}*{NH + 2 * NH_KV}*{HD} = {elements} elements, "
             f"over the kernels' limit {MAX_ELEMENTS} "
             f"(one thread an element at block {GENERIC_BLOCK} within CUDA's 2^31-1 blocks)"
         )

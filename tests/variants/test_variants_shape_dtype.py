@@ -67,6 +67,8 @@ def test_a_shape_past_what_the_kernels_launch_is_refused_naming_the_limit() -> N
     with pytest.raises(InvalidShape, match=f"over the kernels' limit {MAX_ELEMENTS}") as caught:
         Shape(2**24, 2**24, 32, 8, 128)
     assert caught.value.field == "B"
+    # named for every op: the backward ops' output, the forward ops' input (it said "dinp" alone)
+    assert "the backward ops' dinp, the forward ops' inp" in str(caught.value)
     with pytest.raises(InvalidShape, match="over the kernels' limit"):
         Shape.parse("B=16777216,T=16777216,NH=32,NH_KV=8,HD=128")  # the command line's --shape
 
