@@ -21,7 +21,8 @@ DEFAULT_NH, DEFAULT_NH_KV, DEFAULT_HD, DEFAULT_DTYPE = 32, 8, 128, "bf16"
 
 
 def fold_case(value: object) -> object:
-    """GPU labels and dtype names are lower case: `gpu=H200` means h200, `dtype=BF16` bf16."""
+    """Every name a query takes is lower case: `gpu=H200` means h200, `dtype=BF16` bf16, `op=`,
+    `l2=` and `format=` alike."""
     return value.lower() if isinstance(value, str) else value
 
 
@@ -136,24 +137,28 @@ def op_name(value: str | None) -> str | None:
 _OP_SCHEMA = {"enum": list(variants.OPS)}  # what the OpenAPI schema lists: the ops known at start
 OpQuery = Annotated[
     str,
+    BeforeValidator(fold_case),
     AfterValidator(op_name),
     Query(
-        description=f"the kernel, one of {', '.join(variants.OPS)} (default {variants.DEFAULT_OP})",
+        description=f"the kernel, one of {', '.join(variants.OPS)} (any case; default {variants.DEFAULT_OP})",
         json_schema_extra=_OP_SCHEMA,
     ),
 ]
 OpFilter = Annotated[
     str | None,
+    BeforeValidator(fold_case),
     AfterValidator(op_name),
     Query(
-        description=f"only this kernel's rows, one of {', '.join(variants.OPS)}", json_schema_extra=_OP_SCHEMA
+        description=f"only this kernel's rows, one of {', '.join(variants.OPS)} (any case)",
+        json_schema_extra=_OP_SCHEMA,
     ),
 ]
 L2Query = Annotated[
     L2State,
+    BeforeValidator(fold_case),
     Query(
-        description="what L2 holds when the kernel starts: cold (the tuner's default), or fed (dout "
-        "just written by the kernel before, as in a training step: tuned with `--l2 fed`); a shape "
+        description="what L2 holds when the kernel starts (any case): cold (the tuner's default), or "
+        "fed (dout just written by the kernel before, as in a training step: tuned with `--l2 fed`); a shape "
         "never tuned fed is served its cold ranking, and each answer's `l2` says which"
     ),
 ]

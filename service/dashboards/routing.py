@@ -47,7 +47,7 @@ def error_page(status_code: int, problems: Sequence[Any], op: str | None = None)
 
 def asked_op(request: Request) -> str | None:
     """The op a request names once and validly (its error page stays on it), else None."""
-    given = request.query_params.getlist("op")
+    given = [op.lower() for op in request.query_params.getlist("op")]
     return given[0] if len(given) == 1 and given[0] in variants.OPS else None
 
 

@@ -10,13 +10,14 @@ import numpy as np
 import pandas as pd
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
+from pydantic import BeforeValidator
 
 import variants
 from results.index import StoreIndex
 from results.schema import STATUSES, ops_of
 from results.store import to_table
 from service.api import export
-from service.api.deps import DTypeFilter, GpuQuery, IndexDep, OpFilter
+from service.api.deps import DTypeFilter, GpuQuery, IndexDep, OpFilter, fold_case
 from service.api.errors import ERROR_RESPONSES, unprocessable
 from service.api.middleware import is_head
 from service.api.models import ResultsPage
@@ -99,7 +100,11 @@ def results(
         FamilyName | None, Query(description="kernel family (of any op; with `op`, of that op)")
     ] = None,
     status: Annotated[StatusName | None, Query(description="trial status")] = None,
-    format: Annotated[Literal["json", "csv", "parquet"], Query(description="response format")] = "json",
+    format: Annotated[
+        Literal["json", "csv", "parquet"],
+        BeforeValidator(fold_case),
+        Query(description="response format (any case)"),
+    ] = "json",
     limit: Annotated[
         int | None, Query(ge=1, le=MAX_LIMIT, description="rows at most (default: every matching row)")
     ] = None,

@@ -164,6 +164,14 @@ def test_gpu_and_dtype_are_read_in_any_case(client: TestClient) -> None:
     assert upper == lower and upper["gpu"] == "h100" and upper["dtype"] == "bf16"
 
 
+def test_op_and_l2_are_read_in_any_case_as_gpu_and_dtype_are(client: TestClient) -> None:
+    # before: op=REPKV_BACKWARD and l2=COLD were a 422 while gpu=H100 was read
+    asked = {"B": 8, "T": 1024, "gpu": "h100"}
+    lower = the_answer(client.get("/best", params=asked | {"op": "repkv_backward", "l2": "cold"}))
+    upper = the_answer(client.get("/best", params=asked | {"op": "REPKV_Backward", "l2": "COLD"}))
+    assert upper == lower and upper["l2"] == "cold"
+
+
 def test_other_gpus_answers_a_gpu_without_results_and_names_the_measuring_one(client: TestClient) -> None:
     body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "v100", "other_gpus": True}))
     assert body["gpu"] == "v100" and body["measured_gpu"] == "h100"

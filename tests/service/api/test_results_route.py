@@ -56,6 +56,13 @@ def test_csv_export(client: TestClient) -> None:
     assert list(frame.columns) == list(COLUMNS) and len(frame) == 8
 
 
+def test_format_and_op_are_read_in_any_case(client: TestClient) -> None:
+    # before: format=CSV and op=REPKV_BACKWARD were a 422, where gpu=H100 was read
+    lower = client.get("/results", params={"format": "csv", "gpu": "h100", "op": "repkv_backward"})
+    upper = client.get("/results", params={"format": "CSV", "gpu": "H100", "op": "REPKV_BACKWARD"})
+    assert upper.status_code == 200 and upper.text == lower.text and len(upper.text.splitlines()) == 9
+
+
 def test_parquet_export_has_the_trial_schema(client: TestClient) -> None:
     r = client.get("/results", params={"format": "parquet", "T": 1024, "limit": 3})
     assert r.status_code == 200 and r.headers["content-type"] == "application/vnd.apache.parquet"
