@@ -336,6 +336,12 @@ def test_an_empty_directory_argument_is_refused_everywhere(capsys) -> None:
         assert "not an empty string" in _refused(argv, capsys)
 
 
+def test_an_empty_file_argument_is_refused(capsys) -> None:
+    # before: export -o '' said "-o . is a directory", and check --save-reports '' saved nothing
+    for argv in (["export", "-o", ""], ["check", "--save-reports", " "]):
+        assert "needs a file, not an empty string" in _refused(argv, capsys)
+
+
 @pytest.mark.parametrize("case", ["a directory that does not exist", "in use by another process"])
 def test_a_sqlite_storage_that_cannot_serve_is_refused_before_the_gpu_starts(
     monkeypatch, tmp_path: Path, capsys, case: str

@@ -252,6 +252,13 @@ def nonempty(text: str) -> str:
     return text
 
 
+def file_path(text: str) -> Path:
+    """A file argument: never empty (an empty path would be the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file, not an empty string")
+    return Path(text).expanduser()
+
+
 def directory(text: str) -> Path:
     """A directory argument: never empty (an empty path would be the current directory)."""
     if not text.strip():

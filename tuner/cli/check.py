@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tuner.cli.arguments import (
     UsageError,
+    file_path,
     output_file,
     parse_archs,
     parse_choices,
@@ -51,6 +52,7 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--save-reports",
+        type=file_path,
         metavar="FILE.parquet",
         help="also write every checked kernel's report (from the report cache) to this parquet file",
     )
@@ -89,7 +91,7 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
                     valid += 1
                     exprs = work.setdefault((op.name, family, dtype), {})
                     exprs[family.name_expression(shape, dtype, config)] = None
-    reports_file = Path(args.save_reports) if getattr(args, "save_reports", None) else None
+    reports_file = getattr(args, "save_reports", None)
     if reports_file is not None:
         check_reports_file(reports_file)
     try:

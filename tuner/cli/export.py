@@ -19,7 +19,7 @@ from results.index import build_index
 from results.schema import L2_COLD, L2_STATES
 from results.store import load_results
 from results.writing import write_text
-from tuner.cli.arguments import NO_BUNDLED_HELP, output_file, results_alone_help, results_to_read
+from tuner.cli.arguments import NO_BUNDLED_HELP, file_path, output_file, results_alone_help, results_to_read
 from tuner.run.gpus import gpu_label_argument
 
 FORMATS = ("cuda-header", "json")
@@ -41,7 +41,7 @@ def add_export_arguments(parser: argparse.ArgumentParser, default_results: Path)
     )
     parser.add_argument("--results", type=Path, metavar="DIR", help=results_alone_help(default_results))
     parser.add_argument("--no-bundled", dest="bundled", action="store_false", help=NO_BUNDLED_HELP)
-    parser.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
+    parser.add_argument("-o", "--output", type=file_path, help="file to write (default: standard output)")
 
 
 def run_export(args: argparse.Namespace, dtypes: list[str], usage_error: type[Exception]) -> int:
