@@ -6,7 +6,9 @@ guide (one shape's winner can run 1.3-4.8x behind at another layout; docs/untune
 rule instead asks how each configuration fared across the store's nearest tuned groups:
 
     neighbours  the NEIGHBOURS tuned groups of the GPU in the dtype nearest by
-                layout_distance (tokens, bytes moved, nrep and HD, each as |log2| ratio)
+                layout_distance (tokens, bytes moved, nrep and HD, each as |log2| ratio);
+                an MHA shape's among the MHA groups, and an MQA shape's, in an op that sums
+                replicas, among the MQA groups, where the dtype has any
     candidates  the LEADERS fastest configurations of each neighbour
     score(c)    the weighted geometric mean over the neighbours of c's slow-down there
                 (c's time / the group's best), weight 2^-distance; where c was never
@@ -27,6 +29,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import variants
 from results.index import Candidate, TunedGroup
 from variants import DType, Shape
 
@@ -68,6 +71,11 @@ def neighbours(groups: Iterable[TunedGroup], shape: Shape, dtype: DType) -> list
     # dtype's nrep-1 groups guide it, where it has any
     if shape.nrep == 1:
         of_dtype = [g for g in of_dtype if g.shape.nrep == 1] or of_dtype
+    # MQA in an op that sums replicas: one K/V group sums every query head, so its kernels are
+    # chosen by other MQA layouts, where the dtype has any (GQA neighbours, nearer by nrep or
+    # tokens, served starcoder's layout a kernel 1.17x behind where MQA ones ran within 1.05x)
+    elif shape.NH_KV == 1 and of_dtype and variants.get_op(of_dtype[0].op).sums_replicas:
+        of_dtype = [g for g in of_dtype if g.shape.NH_KV == 1 and g.shape.nrep > 1] or of_dtype
     near = [(layout_distance(shape, dtype, g.shape, g.dtype), g) for g in of_dtype]
     near.sort(key=lambda item: (item[0], item[1].key))
     return near[:NEIGHBOURS]

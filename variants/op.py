@@ -72,6 +72,9 @@ class Op:
     # where NH == NH_KV the output holds the input's bytes unchanged (nothing replicated or
     # summed): the header's entry point and the PyTorch op copy instead of launching a kernel
     copies_without_replicas: bool = False
+    # the op sums each K/V head's replicas (the backward ops): at MQA (NH_KV = 1) one group sums
+    # every query head's gradient, which GQA layouts do not tell how to serve (results.layout_rule)
+    sums_replicas: bool = False
     # a rule of the op itself, which every family keeps (RoPE rotates pairs: HD must be even):
     # shape -> (the dimension it names, why none of its kernels serves the shape), or None
     shape_rule: Callable[[Shape], tuple[str, str] | None] | None = None

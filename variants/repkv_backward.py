@@ -45,4 +45,5 @@ OP = Op(
     reference=_reference,
     tolerance=_tolerance,
     copies_without_replicas=True,
+    sums_replicas=True,
 )

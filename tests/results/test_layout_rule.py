@@ -127,3 +127,38 @@ def test_a_configuration_never_measured_near_is_assumed_no_faster_than_its_famil
     assert by_key[vec_key].measured_at == 1
     assert by_key[wph_key].score < by_key[vec_key].score
     assert ranked[0].candidate.config.family == "warp_per_head"
+
+
+def _mqa_store(op: str, fast: str, fast_params: dict, slow: str, slow_params: dict) -> object:
+    """store()'s four GQA groups, where `slow` runs within 1% everywhere, and one MQA group
+    where it ran 1.3x behind `fast`, for `op`."""
+    mqa = Shape(1, 2048, 71, 1, 64)
+    rows = [trial("g", mqa, "bf16", fast, fast_params, 1.00, number=50, op=op)]
+    rows.append(trial("g", mqa, "bf16", slow, slow_params, 1.30, number=51, op=op))
+    for n, shape in enumerate([NEAR, *OTHERS]):
+        rows.append(trial("g", shape, "bf16", slow, slow_params, 1.00, number=2 * n, op=op))
+        rows.append(trial("g", shape, "bf16", fast, fast_params, 1.01, number=2 * n + 1, op=op))
+    return build_index(pd.DataFrame(rows), op=op)
+
+
+def test_an_untuned_mqa_layout_of_a_summing_op_is_guided_by_the_mqa_groups_alone() -> None:
+    # one K/V group sums all 48 replicas: the GQA groups (nearer by tokens and bytes) are no guide,
+    # where split ran 1.3x behind at the one MQA group
+    index = _mqa_store("repkv_backward", "warp_per_head", WPH, "split", SPLIT16)
+    untuned = Shape(1, 1024, 48, 1, 128)
+    neighbours = layout_rule.neighbours(index.groups_of("g"), untuned, BF16)
+    assert [g.shape for _, g in neighbours] == [Shape(1, 2048, 71, 1, 64)]
+    choice = select(index, "g", untuned, BF16)
+    assert choice is not None and choice.candidate.config.family == "warp_per_head"
+    # a GQA layout still weighs the MQA group among the others
+    gqa = layout_rule.neighbours(index.groups_of("g"), Shape(8, 1024, 40, 8, 128), BF16)
+    assert len(gqa) == 5
+
+
+def test_an_untuned_mqa_layout_of_a_forward_op_is_guided_by_every_group() -> None:
+    # the forward ops replicate, they sum nothing: MQA is no class of its own there
+    assert not variants.get_op("repkv_forward").sums_replicas
+    flat = {"block": 256, "vec_bytes": 16, "words": 1, "load": "plain", "store": "plain"}
+    index = _mqa_store("repkv_forward", "vec", VEC16, "flat", flat)
+    neighbours = layout_rule.neighbours(index.groups_of("g"), Shape(1, 1024, 48, 1, 128), BF16)
+    assert len(neighbours) == 5

@@ -85,4 +85,5 @@ OP = Op(
     tolerance=tolerance,
     fixed_inputs={"freqs_cis": freqs_cis},
     shape_rule=rope_shape_rule,
+    sums_replicas=True,
 )
