@@ -274,12 +274,22 @@ def served(
     "generic"; both "copy" where the op copies at NH == NH_KV instead of launching a kernel; the
     race's (configuration, median ms) if one was run) of `op`'s kernel (default: the repkv
     backward; any of variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling
-    (and, for the backward, racing) it if needed."""
+    (and, for the backward, racing) it if needed. A shape, dtype or op that no kernel serves is a
+    ValueError; a machine where PyTorch sees no CUDA device, a RuntimeError."""
     if len(shape) != 5:
         raise ValueError(f"shape must be (B, T, NH, NH_KV, HD); got {len(shape)} values")
     name = _launcher.dtype_name(dtype)
-    if shape[2] == shape[3] and variants.get_op(op).copies_without_replicas:
+    checked, served_op = variants.Shape(*shape), variants.get_op(op)  # InvalidShape, UnknownOp
+    refused = served_op.rejection(checked)
+    if refused is not None:
+        raise ValueError(f"{op} cannot run {checked}: {refused[1]}")
+    if checked.NH == checked.NH_KV and served_op.copies_without_replicas:
         return COPY, COPY, ()  # the op copies (NH == NH_KV): no kernel is served
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"served() compiles {op}'s kernel for a CUDA device, and PyTorch sees none here "
+            f"(torch {torch.__version__}, CUDA {torch.version.cuda or 'not built in'})"
+        )
     launcher = _launcher.LAUNCHERS.get((tuple(shape), name, device), op)
     return launcher.config_key, launcher.served_from, launcher.race
 

@@ -108,11 +108,29 @@ def test_meta_tensors_get_shapes_without_running() -> None:
         # served() raised KeyError: torch.float64, and IndexError for a shape of fewer values
         (lambda: served((8, 1024, 32, 8, 128), torch.float64), "no tuned kernel serves torch.float64"),
         (lambda: served((8, 1024, 32, 8), torch.bfloat16), r"\(B, T, NH, NH_KV, HD\); got 4 values"),
+        # served() answered "copy" for any NH == NH_KV, negative heads included
+        (lambda: served((8, 1024, -1, -1, 128), torch.bfloat16), "NH must be >= 1, got -1"),
+        (lambda: served((8, 1024, 32, 30, 128), torch.bfloat16), "NH=32 is not divisible by NH_KV=30"),
+        (
+            lambda: served((8, 1024, 32, 32, 127), torch.bfloat16, op="rope_repkv_forward"),
+            "rope_repkv_forward cannot run B=8,T=1024,NH=32,NH_KV=32,HD=127: HD=127 is odd",
+        ),
+        (lambda: served((8, 1024, 32, 8, 128), torch.bfloat16, op="rope"), "unknown op 'rope'"),
     ],
 )
 def test_bad_arguments_get_a_clear_error(call, message) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_served_without_a_cuda_device_says_so(monkeypatch) -> None:
+    # it ended in PyTorch's AssertionError traceback ('Torch not compiled with CUDA enabled')
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(
+        RuntimeError, match="compiles repkv_backward's kernel for a CUDA device, and PyTorch sees none"
+    ):
+        served((8, 1024, 32, 8, 128), torch.bfloat16)
+    assert served((8, 1024, 32, 32, 128), torch.bfloat16) == ("copy", "copy", ())  # a copy needs no kernel
 
 
 # --- the race and its recording, on a fake bench (the CUDA timing is tested on a GPU) ---------
