@@ -73,8 +73,7 @@ class Launcher:
 def compile_launcher(shape, dtype, config, device: int, served: str, op: Op | None = None) -> Launcher:
     """Compile config's kernel (a family of `op`, default repkv_backward) for (shape, dtype) on
     the device and pack its arguments."""
-    import cupy as cp
-
+    cp = import_cupy()
     op = op or variants.get_op()
     family = op.family(config.family)
     expression = family.name_expression(shape, dtype, config)
@@ -97,6 +96,23 @@ def compile_launcher(shape, dtype, config, device: int, served: str, op: Op | No
         _keep=(module, pointers, ctypes.addressof(slots), slots, ints, kernel),
         op=op.name,
     )
+
+
+def import_cupy():
+    """cupy, or one ModuleNotFoundError naming the extra that installs it (not the bare
+    `No module named 'cupy'`)."""
+    try:
+        import cupy
+    except ModuleNotFoundError as exc:
+        if exc.name != "cupy":
+            raise
+        from repkv_tune import TORCH_HINT
+
+        raise ModuleNotFoundError(
+            f"repkv_tune compiles its CUDA kernels with CuPy, which is not installed: {TORCH_HINT}",
+            name="cupy",
+        ) from None
+    return cupy
 
 
 def runs_on(op: Op, config: Config, compute_capability: int) -> bool:

@@ -4,6 +4,7 @@ the compiler and the race faked."""
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -198,3 +199,14 @@ def test_a_shape_searched_for_one_family_races_its_best_against_the_nearest_shap
     assert compiled[0] == ("repkv_backward", split, "partial")
     assert {served for _, _, served in compiled[1:]} == {"nearest"}
     assert launcher.config_key == raced[0][-1]  # the fake race keeps the last
+
+
+def test_compiling_without_cupy_names_the_extra_to_install(monkeypatch) -> None:
+    # a CUDA call where CuPy is not installed ended in the bare "No module named 'cupy'"
+    monkeypatch.setitem(sys.modules, "cupy", None)  # None: cupy will not import
+    shape, dtype = Shape(2, 64, 32, 8, 128), DTYPES["bf16"]
+    config = generic_config(shape, dtype, get_op())
+    with pytest.raises(
+        ModuleNotFoundError, match=r"CuPy, which is not installed: pip install 'repkv-tune\[torch,cuda13\]'"
+    ):
+        L.compile_launcher(shape, dtype, config, 0, "generic")
