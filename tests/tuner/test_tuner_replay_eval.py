@@ -104,6 +104,28 @@ def test_replay_eval_logs_progress_lines_where_no_bar_can_be_drawn(recording: Pa
     assert capsys.readouterr().err == ""
 
 
+def test_a_sampler_named_twice_is_run_and_reported_once(recording: Path, capsys) -> None:
+    # --samplers random,random ran every seed twice: its table said "seeds 2" for --seeds 1
+    from tuner.cli.main import main
+
+    argv = [
+        "replay-eval",
+        str(recording),
+        "--seeds",
+        "1",
+        "--max-trials",
+        "30",
+        "--samplers",
+        "random,random",
+    ]
+    assert main([*argv, "--jobs", "1"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[0] == "replay-eval: 1 runs"
+    lines = captured.out.splitlines()
+    assert lines[2].split()[-1] == "1" and len(lines) == 5  # title, header, one row, median, verdict
+    assert sum(line.startswith("random: median") for line in lines) == 1
+
+
 def test_progress_lines_come_at_most_every_interval_and_at_the_end() -> None:
     import io
 

@@ -56,7 +56,7 @@ def run_replay_eval(args: argparse.Namespace) -> int:
     from tuner.study import replay_eval
     from tuner.study.samplers import UnavailableSampler, make_sampler
 
-    samplers = csv_values([args.samplers], "--samplers")
+    samplers = list(dict.fromkeys(csv_values([args.samplers], "--samplers")))  # each once, in order
     for name in samplers:
         try:
             make_sampler(name.removesuffix(replay_eval.WARM), 0)
