@@ -195,6 +195,24 @@ def test_best_l2_fed_prints_the_winners_tuned_fed(tmp_path: Path, capsys) -> Non
     assert "vec[" in fed and "split[" not in fed and "split[" in cold and "vec[" not in cold
 
 
+def test_best_l2_fed_of_results_timed_cold_alone_says_so(tmp_path: Path, capsys) -> None:
+    # it printed "no correct measurement to report" (exit 0), and csv a bare header (exit 0)
+    from results.store import write_table
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from trial_rows import S1, SPLIT16, trial
+
+    write_table([trial("h200", S1, "bf16", "split", SPLIT16, 0.08, number=0)], tmp_path / "h200", "run")
+    expected = f"no winners timed with L2 fed under {tmp_path} (python -m tuner --l2 fed tunes them"
+    assert main(["best", "--results", str(tmp_path), "--l2", "fed"]) == 1
+    assert capsys.readouterr().out.startswith(expected)
+    assert main(["best", "--results", str(tmp_path), "--l2", "fed", "--format", "json"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "[]" and captured.err.startswith(expected)
+    assert main(["best", "--results", str(tmp_path), "--format", "csv"]) == 0
+    assert "split[" in capsys.readouterr().out
+
+
 def test_best_and_export_read_the_results_directory_alone_with_no_bundled(
     monkeypatch, tmp_path: Path, capsys
 ) -> None:

@@ -82,19 +82,26 @@ def cmd_best(args: argparse.Namespace) -> int:
                 f"no results for GPU '{args.gpu}'; the results hold {', '.join(held)} (in {where})"
             )
         frame = frame[frame["gpu"] == args.gpu]
-    if frame.empty:
-        of_op = "" if args.op == DEFAULT_OP else f" of {args.op}"
-        message = f"no trial rows{of_op} under {where}" + (f" for GPU {args.gpu}" if args.gpu else "")
+    of_op = "" if args.op == DEFAULT_OP else f" of {args.op}"
+    for_gpu = f" for GPU {args.gpu}" if args.gpu else ""
+    table = winners_table(frame, args.l2)
+    if frame.empty or (table.empty and args.l2 != L2_COLD):
+        message = f"no trial rows{of_op} under {where}{for_gpu}"
+        if not frame.empty:  # rows, none timed in that state: not "no correct measurement"
+            message = (
+                f"no winners{of_op} timed with L2 {args.l2} under {where}{for_gpu} "
+                f"(python -m tuner --l2 {args.l2} tunes them; leave --l2 out for the L2-cold winners)"
+            )
         print(message, file=sys.stdout if args.format == "table" else sys.stderr)
         if args.format != "table":  # an empty document, so that a reader's parser still works
-            write_winners(winners_table(frame, args.l2), args.format)
+            write_winners(table, args.format)
         return 1
     if args.format == "table":
         of_op = "" if args.op == DEFAULT_OP else f" ({args.op})"
         title = f"Winners{of_op} in {where}{state_note(args.l2)}"
-        render_winners(winners_table(frame, args.l2), title=title, baseline=get_op(args.op).baseline_name)
+        render_winners(table, title=title, baseline=get_op(args.op).baseline_name)
     else:
-        write_winners(winners_table(frame, args.l2), args.format)
+        write_winners(table, args.format)
     return 0
 
 

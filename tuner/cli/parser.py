@@ -229,7 +229,11 @@ def _add_best(sub: argparse._SubParsersAction, name: str) -> None:
     )
     p.add_argument("--format", choices=BEST_FORMATS, default="table", help="table (default), json or csv")
     p.add_argument(
-        "--l2", choices=L2_STATES, default=L2_COLD, help="the winners tuned with L2 cold (default) or fed"
+        "--l2",
+        choices=L2_STATES,
+        default=L2_COLD,
+        help="the winners timed with L2 cold (default) or fed: fed lists only the shapes tuned so "
+        "(export --l2 fed and the service keep the others' cold winners)",
     )
 
 
