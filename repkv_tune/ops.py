@@ -53,6 +53,8 @@ def _check(dout_shape: tuple[int, ...], NH_KV: int) -> tuple[int, int, int, int,
     B, T, _, NH, HD = dout_shape
     if NH_KV < 1:
         raise ValueError(f"NH_KV must be >= 1, got {NH_KV}")
+    if NH < 1:
+        raise ValueError(f"dout must hold NH >= 1 heads (B, T, 3, NH, HD); got {tuple(dout_shape)}")
     if NH % NH_KV:
         raise ValueError(f"NH={NH} is not divisible by NH_KV={NH_KV}")
     return B, T, NH, NH_KV, HD

@@ -96,6 +96,8 @@ def test_meta_tensors_get_shapes_without_running() -> None:
         (lambda: repkv_backward(torch.randn(2, 3, 2, 8, 4), 2), r"\(B, T, 3, NH, HD\)"),
         (lambda: repkv_backward(torch.randn(2, 3, 3, 8, 4), 3), "not divisible"),
         (lambda: repkv_backward(torch.randn(2, 3, 3, 8, 4), 0), "NH_KV must be >= 1, got 0"),
+        # NH = 0 passed (0 % NH_KV == 0): dinp of zero query heads and K/V heads of zeros
+        (lambda: repkv_backward(torch.randn(2, 3, 3, 0, 4), 2), r"NH >= 1 heads .*got \(2, 3, 3, 0, 4\)"),
         (lambda: repkv(torch.randn(2, 3, 11, 4), 8, 2), "NH \\+ 2\\*NH_KV = 12"),
         (lambda: repkv(torch.randn(2, 3, 12, 4), 8, 0), "positive multiple"),
         (lambda: repkv_backward(torch.randn(2, 3, 3, 8, 4), 2, out=torch.empty(2, 3, 12, 5)), "out must be"),
