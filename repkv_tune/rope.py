@@ -24,6 +24,9 @@ written with torch ops: float64 stays float64, other dtypes compute in float32 a
 
 from __future__ import annotations
 
+import numbers
+import operator
+
 import numpy as np
 import torch
 
@@ -43,20 +46,32 @@ def precompute_freqs_cis(
     """llm.c's precompute_freqs_cis(dim=HD, end=T, theta, use_scaled=0), computed in float32 as
     llm.c does on the CPU: (T, HD) with [t, 2i] = cos(t * f_i), [t, 2i+1] = sin(t * f_i), f_i =
     1 / theta^(2i / HD); then cast to `dtype` (pass qkv's) on `device`."""
-    if isinstance(HD, bool) or not isinstance(HD, int) or HD < 2 or HD % 2:
+    hd, t = _whole(HD), _whole(T)
+    if hd is None or hd < 2 or hd % 2:
         raise ValueError(f"HD must be a positive even int (RoPE rotates (2i, 2i+1) pairs); got {HD!r}")
-    if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+    if t is None or t < 1:
         raise ValueError(f"T must be a positive int; got {T!r}")
-    if not theta > 0:
+    if isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not theta > 0:
         raise ValueError(f"theta must be positive; got {theta!r}")
-    i = np.arange(HD // 2, dtype=np.float32)
-    exponent = (2 * i) / np.float32(HD)
+    i = np.arange(hd // 2, dtype=np.float32)
+    exponent = (2 * i) / np.float32(hd)
     freq = np.float32(1.0) / np.power(np.float32(theta), exponent)
-    angle = np.arange(T, dtype=np.float32)[:, None] * freq[None, :]
-    out = np.empty((T, HD), dtype=np.float32)
+    angle = np.arange(t, dtype=np.float32)[:, None] * freq[None, :]
+    out = np.empty((t, hd), dtype=np.float32)
     out[:, 0::2] = np.cos(angle)
     out[:, 1::2] = np.sin(angle)
     return torch.from_numpy(out).to(device=device, dtype=dtype)
+
+
+def _whole(value: object) -> int | None:
+    """value as an int where it is a whole number (NumPy's and PyTorch's integer scalars too),
+    not a bool; else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 # --- argument checks (the operators' bodies and fake implementations share them) --------------

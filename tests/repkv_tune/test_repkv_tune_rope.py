@@ -111,6 +111,13 @@ def test_precompute_freqs_cis_is_llmcs_table() -> None:
     torch.testing.assert_close(table[:, 3], torch.sin(t / 100.0 ** (2 / 4)).double())
 
 
+def test_precompute_freqs_cis_takes_numpy_and_torch_integers() -> None:
+    # HD = np.int64(64) (a model config read with NumPy) was refused as not an int
+    expected = precompute_freqs_cis(8, 5)
+    assert torch.equal(precompute_freqs_cis(np.int64(8), np.int32(5)), expected)
+    assert torch.equal(precompute_freqs_cis(torch.tensor(8), 5, theta=np.float32(500000.0)), expected)
+
+
 def test_the_operators_are_registered_and_exported() -> None:
     assert hasattr(torch.ops.repkv_tune, "rope_repkv") and hasattr(
         torch.ops.repkv_tune, "repkv_rope_backward"
@@ -190,6 +197,9 @@ def _qkv(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         (lambda: precompute_freqs_cis(5, 3), "positive even"),
         (lambda: precompute_freqs_cis(4, 0), "T must be a positive int"),
         (lambda: precompute_freqs_cis(4, 3, theta=0.0), "theta must be positive"),
+        # a theta that is not a number ended in a TypeError from its comparison with 0
+        (lambda: precompute_freqs_cis(4, 3, theta="1e4"), "theta must be positive; got '1e4'"),
+        (lambda: precompute_freqs_cis(np.float64(4), 3), "positive even int"),
     ],
 )
 def test_bad_arguments_get_a_clear_error(call, message) -> None:
