@@ -44,6 +44,19 @@ def test_a_shape_name_given_twice_is_a_usage_error_naming_it(capsys, tmp_path: P
     assert not any(tmp_path.iterdir())  # nothing measured
 
 
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--batch", "-1"], "error: --batch: B must be >= 1, got -1"),
+        (["--seq", "0"], "error: --seq: T must be >= 1, got 0"),
+    ],
+)
+def test_a_model_shape_refused_names_the_flag_that_gave_it(capsys, flags: list[str], expected: str) -> None:
+    # it said "B must be >= 1, got -1", naming neither --batch nor --seq
+    line = _refused(["--model", "llama3-8b", *flags, "--replay", "bundled", "--no-progress"], capsys)
+    assert line == expected
+
+
 def test_a_gpu_label_that_does_not_match_the_device_is_refused(capsys, tmp_path: Path) -> None:
     rc = main(["--gpu", "h100", "--shape", SMALL, "--results", str(tmp_path)], runner=F.synthetic_runner())
     assert rc == 2

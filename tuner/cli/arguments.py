@@ -164,10 +164,20 @@ def parse_shapes(args: argparse.Namespace) -> list[Shape]:
         models = csv_values(args.model, "--model")
         if (args.batch or args.seq) and not models:
             raise UsageError("--batch and --seq go with --model NAME (or give --shape B=..,T=..,...)")
-        shapes += [s for s in model_shapes(models, batches, seqs) if s not in shapes]
+        shapes += [s for s in _model_shapes(models, batches, seqs) if s not in shapes]
     except (InvalidShape, UnknownModel) as exc:
         raise UsageError(str(exc)) from None
     return shapes or list(DEFAULT_SHAPES)
+
+
+def _model_shapes(models: list[str], batches: tuple[int, ...], seqs: tuple[int, ...]) -> list[Shape]:
+    """The --model shapes; one a limit refuses names the flag that gave its B or T, as a bad
+    --shape names --shape."""
+    try:
+        return model_shapes(models, batches, seqs)
+    except InvalidShape as exc:
+        flag = {"B": "--batch", "T": "--seq"}.get(exc.field, "--model")
+        raise InvalidShape(f"{flag}: {exc}", exc.field) from None
 
 
 def show_progress(args: argparse.Namespace) -> bool:
