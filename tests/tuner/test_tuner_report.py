@@ -73,3 +73,17 @@ def test_winners_written_to_a_pipe_or_a_file_keep_every_configuration_name_whole
     render_winners(pd.DataFrame([row]), out, title="Winners")
     text = out.getvalue()
     assert "…" not in text and config in text  # whole, on one line: a pipe to grep finds it
+
+
+def test_variants_lines_up_each_familys_parameter_columns() -> None:
+    # bulk's blocks_per_sm (13 letters) pushed its choices one column past the others'
+    from tuner.cli.report import render_variants
+    from variants import Shape
+
+    out = io.StringIO()
+    render_variants([Shape(8, 1024, 32, 8, 128)], ["bf16"], file=out)
+    lines = out.getvalue().splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("bulk:")))
+    params = [line for line in lines[start + 1 :] if not line.lstrip().startswith("valid of")][:5]
+    assert params[3].startswith("  blocks_per_sm 1, 2, 4, 8, 0"), params
+    assert len({line.index(line.split()[1]) for line in params}) == 1, params

@@ -204,8 +204,9 @@ def render_variants(
     lines = [f"{op}: {len(families)} families"]
     for family in families.values():
         lines.append(f"{family.name}: {family.doc}")
+        width = max([10, *(len(param.name) for param in family.params)])  # blocks_per_sm is 13
         for param in family.params:
-            lines.append(f"  {param.name:<10} {', '.join(map(str, param.choices)):<40} {param.doc}")
+            lines.append(f"  {param.name:<{width}} {', '.join(map(str, param.choices)):<40} {param.doc}")
         space = list(family.space())
         for shape in shapes:
             counts = ", ".join(f"{d} {len(family.valid_configs(shape, DTYPES[d]))}" for d in dtypes)
