@@ -78,10 +78,16 @@ def settings_from(argv: Sequence[str] | None) -> Settings:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "setting"
-        raise UsageError(f"--{field.replace('_', '-')}: {first['msg']}") from None
+        raise UsageError(f"{given_as(field, overrides)}: {first['msg']}") from None
     if settings.results_dir.exists() and not settings.results_dir.is_dir():
-        raise UsageError(f"--results-dir: {settings.results_dir} is not a directory")
+        raise UsageError(f"{given_as('results_dir', overrides)}: {settings.results_dir} is not a directory")
     return settings
+
+
+def given_as(field: str, flags: dict[str, object]) -> str:
+    """How a setting was given: its flag where the command line set it, else its REPKV_
+    environment variable (a bad REPKV_PORT was blamed on --port, which nobody typed)."""
+    return f"--{field.replace('_', '-')}" if field in flags else f"REPKV_{field.upper()}"
 
 
 def bind_problem(host: str, port: int) -> str | None:

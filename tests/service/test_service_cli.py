@@ -128,6 +128,35 @@ def test_results_dir_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys: pyt
     assert "not a directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("REPKV_PORT", "abc", "REPKV_PORT: Input should be a valid integer"),
+        ("REPKV_RELOAD_INTERVAL", "-1", "REPKV_RELOAD_INTERVAL: Input should be greater than 0"),
+        ("REPKV_RESULTS_DIR", "FILE", "REPKV_RESULTS_DIR: FILE is not a directory"),
+    ],
+)
+def test_a_bad_environment_variable_is_named_not_its_flag(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    tmp_path: Path,
+    name: str,
+    value: str,
+    expected: str,
+) -> None:
+    # the error named --port (or --reload-interval, --results-dir), which nobody typed
+    file = tmp_path / "file"
+    file.write_text("x")
+    value, expected = value.replace("FILE", str(file)), expected.replace("FILE", str(file))
+    monkeypatch.setenv(name, value)
+    assert main([]) == 2
+    assert capsys.readouterr().err.startswith(f"python -m service: {expected}")
+    flag = "--" + name.removeprefix("REPKV_").lower().replace("_", "-")
+    assert main([flag, value]) == 2
+    err = capsys.readouterr().err
+    assert flag in err and name not in err  # given as a flag: the flag
+
+
 def test_help_runs_without_a_gpu() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "service", "--help"], cwd=REPO, capture_output=True, text=True
