@@ -41,7 +41,8 @@ def parser() -> argparse.ArgumentParser:
     p = Parser(
         prog=program_name(),
         description="Serve tuned repkv configurations and dashboards from a results directory. "
-        "Every option can also be set as REPKV_<OPTION> (e.g. REPKV_RESULTS_DIR, REPKV_PORT).",
+        "Every option can also be set as REPKV_<OPTION> (e.g. REPKV_RESULTS_DIR, REPKV_PORT; "
+        "--no-bundled and --no-access-log as REPKV_BUNDLED=false and REPKV_ACCESS_LOG=false).",
     )
     p.add_argument(
         "--results-dir",
@@ -70,8 +71,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# What REPKV_<OPTION> would make of the --no-* flags, which Settings does not read: each is
+# refused, naming the variable that is read (the results bundled were served all the same).
+NEGATED_VARIABLES = {
+    "REPKV_NO_BUNDLED": "REPKV_BUNDLED=false",
+    "REPKV_NO_ACCESS_LOG": "REPKV_ACCESS_LOG=false",
+}
+
+
 def settings_from(argv: Sequence[str] | None) -> Settings:
     args = parser().parse_args(argv)
+    for name, read in NEGATED_VARIABLES.items():
+        if name in os.environ:
+            raise UsageError(f"{name} is not read: set {read} instead")
     overrides = {k: v for k, v in vars(args).items() if v is not None}
     try:
         settings = Settings(**overrides)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from service_client import REPO
 
-from service.cli import main, settings_from
+from service.cli import main, parser, settings_from
 
 BUNDLED = REPO / "results" / "data"
 
@@ -155,6 +155,25 @@ def test_a_bad_environment_variable_is_named_not_its_flag(
     assert main([flag, value]) == 2
     err = capsys.readouterr().err
     assert flag in err and name not in err  # given as a flag: the flag
+
+
+@pytest.mark.parametrize(
+    ("name", "read"), [("REPKV_NO_BUNDLED", "REPKV_BUNDLED"), ("REPKV_NO_ACCESS_LOG", "REPKV_ACCESS_LOG")]
+)
+def test_the_environment_name_of_a_no_flag_is_refused_naming_the_one_read(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, name: str, read: str
+) -> None:
+    # REPKV_<OPTION> of --no-bundled was ignored: the bundled results were served all the same
+    import service.cli
+
+    monkeypatch.setattr(service.cli, "bind_problem", lambda host, port: "not served in this test")
+    monkeypatch.setenv(name, "1")
+    assert main([]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"python -m service: {name} is not read: set {read}=false instead (see --help)\n"
+    )
+    assert f"{read}=false" in " ".join(parser().format_help().split())
 
 
 def test_help_runs_without_a_gpu() -> None:
