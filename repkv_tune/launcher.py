@@ -23,6 +23,7 @@ import torch
 import variants
 from repkv_tune.race import L2, RACE
 from repkv_tune.race import race as _race
+from results.schema import L2_STATES
 from variants.compile_cupy import compile_kernel
 from variants.family import ALIGNMENT
 
@@ -161,7 +162,11 @@ class Launchers:
             gpu = default_label(name)
         except InvalidGpuLabel:
             gpu = ""
-        # REPKV_L2's rankings where the shape was tuned so (an unknown state: ValueError here)
+        # REPKV_L2's rankings where the shape was tuned so
+        if L2 not in L2_STATES:
+            raise ValueError(
+                f"REPKV_L2={L2!r} names no L2 state: set {' or '.join(L2_STATES)}, or unset it (fed)"
+            )
         index = self.index().for_op(op.name).in_state(L2)
         listed = shortlist(index, gpu, shape, dtype, other_gpus=True) if gpu else []
         major, minor = torch.cuda.get_device_capability(device)

@@ -210,3 +210,12 @@ def test_compiling_without_cupy_names_the_extra_to_install(monkeypatch) -> None:
         ModuleNotFoundError, match=r"CuPy, which is not installed: pip install 'repkv-tune\[torch,cuda13\]'"
     ):
         L.compile_launcher(shape, dtype, config, 0, "generic")
+
+
+def test_an_unknown_repkv_l2_is_named_at_the_first_call(fake_device, monkeypatch) -> None:
+    # it said "unknown L2 state 'warm': one of cold, fed", naming no variable or argument
+    launchers, compiled, _ = fake_device
+    monkeypatch.setattr(L, "L2", "warm")
+    with pytest.raises(ValueError, match=r"REPKV_L2='warm' names no L2 state: set cold or fed"):
+        launchers.get(((8, 1024, 32, 8, 128), "bf16", 0))
+    assert not compiled
