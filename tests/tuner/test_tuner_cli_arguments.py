@@ -134,6 +134,23 @@ def test_check_refuses_a_bad_list_in_one_line(fake_nvrtc, capsys, argv: list[str
     assert fake_nvrtc == []
 
 
+def test_check_of_shapes_no_configuration_serves_is_refused(fake_nvrtc, capsys) -> None:
+    # it compiled nothing, printed "0 failed, 0 spilled" and exited 0, as a pass does
+    argv = [
+        "check",
+        "--op",
+        "rope_repkv_forward",
+        "--family",
+        "naive",
+        "--shape",
+        "B=1,T=8,NH=4,NH_KV=2,HD=7",
+    ]
+    line = _refused(argv, capsys)
+    assert line.startswith("error: nothing to check: all 18 configurations are rejected (the first: ")
+    assert line.endswith("at B=1,T=8,NH=4,NH_KV=2,HD=7 fp32: HD=7 is odd: RoPE rotates (2i, 2i+1) pairs)")
+    assert fake_nvrtc == [] and capsys.readouterr().out == ""
+
+
 # --- progress --------------------------------------------------------------------------------
 def test_progress_only_on_a_terminal_and_not_with_no_progress(monkeypatch) -> None:
     import argparse

@@ -81,16 +81,25 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
     # (op, family, dtype) -> its distinct name expressions, in the order they were met
     work: dict[tuple[str, Family, DType], dict[str, None]] = {}
     rejected = valid = 0
+    first_rejection = ""
     for shape in shapes:
         for dtype in dtypes:
             for op, family in families:
                 for config in family.space():
-                    if family.rejection(shape, dtype, config):
+                    reason = family.rejection(shape, dtype, config)
+                    if reason:
                         rejected += 1
+                        first_rejection = (
+                            first_rejection or f"{op.name} {config.key} at {shape} {dtype.name}: {reason}"
+                        )
                         continue
                     valid += 1
                     exprs = work.setdefault((op.name, family, dtype), {})
                     exprs[family.name_expression(shape, dtype, config)] = None
+    if not valid:  # "0 failed, 0 spilled" would read as a pass
+        raise UsageError(
+            f"nothing to check: all {rejected} configurations are rejected (the first: {first_rejection})"
+        )
     reports_file = getattr(args, "save_reports", None)
     if reports_file is not None:
         check_reports_file(reports_file)
