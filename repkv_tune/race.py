@@ -287,6 +287,10 @@ def record_races(enabled: bool = True, directory: Path | str | None = None) -> N
     `directory` (default: `results.store.user_results_dir()`, i.e. $REPKV_RESULTS_DIR or the
     user data directory), or stop recording (`enabled=False`). Overrides REPKV_RECORD."""
     global _RECORD
+    if not isinstance(enabled, bool):  # record_races("races/") would record in the user directory
+        raise TypeError(
+            f"record_races: enabled must be True or False, got {enabled!r}; a directory goes as directory=..."
+        )
     _RECORD = False if not enabled else (Path(directory) if directory is not None else True)
 
 

@@ -121,3 +121,9 @@ def test_recording_is_off_by_default_and_switched_by_env_or_call(tmp_path, monke
     assert op_race._recording_directory() == tmp_path / "there"
     monkeypatch.setenv("REPKV_RECORD", "0")
     assert op_race._recording_directory() == tmp_path / "there"  # the call overrides the env
+    # a directory given in enabled's place recorded under the user results directory instead
+    with pytest.raises(
+        TypeError, match=r"enabled must be True or False, got '.*elsewhere'; a directory goes as"
+    ):
+        torch_op.record_races(str(tmp_path / "elsewhere"))
+    assert op_race._recording_directory() == tmp_path / "there"  # left as it was
