@@ -213,6 +213,22 @@ def test_best_l2_fed_of_results_timed_cold_alone_says_so(tmp_path: Path, capsys)
     assert "split[" in capsys.readouterr().out
 
 
+def test_best_of_results_holding_other_ops_alone_names_them(tmp_path: Path, capsys) -> None:
+    # "no trial rows under DIR" where DIR held rows, of rope_repkv_forward
+    from results.store import write_table
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from trial_rows import S1, trial
+
+    row = trial("h200", S1, "bf16", "naive", {"block": 128}, 0.5, number=0, op="rope_repkv_forward")
+    write_table([row], tmp_path / "h200", "run")
+    assert main(["best", "--results", str(tmp_path)]) == 1
+    held = "they hold rope_repkv_forward (--op rope_repkv_forward)"
+    assert capsys.readouterr().out.strip() == f"no trial rows of repkv_backward under {tmp_path}; {held}"
+    assert main(["best", "--results", str(tmp_path), "--op", "rope_repkv_forward", "--format", "csv"]) == 0
+    assert "naive[block=128]" in capsys.readouterr().out
+
+
 def test_best_and_export_read_the_results_directory_alone_with_no_bundled(
     monkeypatch, tmp_path: Path, capsys
 ) -> None:

@@ -74,7 +74,7 @@ def cmd_best(args: argparse.Namespace) -> int:
     dirs = results_to_read(args.results, bundled=args.bundled)
     frame, _ = load_results(dirs)  # each file skipped, or row dropped, is logged once as it loads
     where = " and ".join(map(str, dirs))
-    frame = rows_of_op(frame, args.op)
+    every_op, frame = frame, rows_of_op(frame, args.op)
     if args.gpu:
         held = sorted(set(frame["gpu"]))
         if held and args.gpu not in held:  # a GPU label the results do not have: a usage error
@@ -87,6 +87,12 @@ def cmd_best(args: argparse.Namespace) -> int:
     table = winners_table(frame, args.l2)
     if frame.empty or (table.empty and args.l2 != L2_COLD):
         message = f"no trial rows{of_op} under {where}{for_gpu}"
+        if args.gpu and not every_op.empty:
+            every_op = every_op[every_op["gpu"] == args.gpu]
+        others = sorted(set(ops_of(every_op)) - {args.op})
+        if frame.empty and others:  # rows of other ops alone: say which, and how to see them
+            held = f"they hold {', '.join(others)} (--op {others[0]})"
+            message = f"no trial rows of {args.op} under {where}{for_gpu}; {held}"
         if not frame.empty:  # rows, none timed in that state: not "no correct measurement"
             message = (
                 f"no winners{of_op} timed with L2 {args.l2} under {where}{for_gpu} "
