@@ -37,6 +37,14 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def directory(text: str) -> Path:
+    """A directory argument: never empty (an empty path would serve the current directory, and
+    every parquet file below it)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a directory, not an empty string")
+    return Path(text)
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(
         prog=program_name(),
@@ -46,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--results-dir",
-        type=Path,
+        type=directory,
         help="directory of trial parquet files (default: where the tuner writes, "
         f"$REPKV_RESULTS_DIR, else {platform_results_dir()}); the bundled results are served beside it",
     )
@@ -85,6 +93,8 @@ def settings_from(argv: Sequence[str] | None) -> Settings:
         if name in os.environ:
             raise UsageError(f"{name} is not read: set {read} instead")
     overrides = {k: v for k, v in vars(args).items() if v is not None}
+    if "results_dir" not in overrides and os.environ.get("REPKV_RESULTS_DIR", "x").strip() == "":
+        overrides["results_dir"] = platform_results_dir()  # empty is unset, as the tuner reads it
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:

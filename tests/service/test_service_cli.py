@@ -176,6 +176,20 @@ def test_the_environment_name_of_a_no_flag_is_refused_naming_the_one_read(
     assert f"{read}=false" in " ".join(parser().format_help().split())
 
 
+def test_an_empty_results_dir_is_not_the_current_directory(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    # '' was Path('.'): the service read every parquet file under the directory it started in
+    import service.cli
+
+    monkeypatch.setattr(service.cli, "bind_problem", lambda host, port: "not served in this test")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert main(["--results-dir", ""]) == 2
+    assert "--results-dir: needs a directory, not an empty string" in capsys.readouterr().err
+    monkeypatch.setenv("REPKV_RESULTS_DIR", "")  # empty is unset, as the tuner reads it
+    assert settings_from([]).results_dir == tmp_path / "repkv-tune" / "results"
+
+
 def test_help_runs_without_a_gpu() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "service", "--help"], cwd=REPO, capture_output=True, text=True
