@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from results.store import read_dirs, user_results_dir
@@ -34,6 +34,12 @@ class Settings(BaseSettings):
     )
     log_level: LogLevel = "info"
     access_log: bool = True
+
+    @field_validator("results_dir")
+    @classmethod
+    def _expand_user(cls, value: Path) -> Path:
+        """~ read as the tuner reads it (`results.store.user_results_dir`): both find one directory."""
+        return value.expanduser()
 
     def read_dirs(self) -> list[Path]:
         """results_dir, then the bundled results unless turned off (results.store.read_dirs)."""

@@ -190,6 +190,16 @@ def test_an_empty_results_dir_is_not_the_current_directory(
     assert settings_from([]).results_dir == tmp_path / "repkv-tune" / "results"
 
 
+def test_a_results_dir_under_home_is_the_tuners(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # REPKV_RESULTS_DIR=~/results: the tuner wrote under $HOME, the service read ./~/results
+    from results.store import user_results_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("REPKV_RESULTS_DIR", "~/results")
+    assert settings_from([]).results_dir == user_results_dir() == tmp_path / "results"
+    assert settings_from(["--results-dir", "~/other"]).results_dir == tmp_path / "other"
+
+
 def test_help_runs_without_a_gpu() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "service", "--help"], cwd=REPO, capture_output=True, text=True
