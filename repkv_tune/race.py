@@ -30,7 +30,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("repkv_tune.ops")
 
-RACE = os.environ.get("REPKV_RACE", "1") != "0"
+# An on/off variable (REPKV_RACE, REPKV_RECORD) is off for these, in any case, as
+# $REPKV_NVRTC_CACHE is (variants.compile_cache.OFF).
+OFF = ("off", "0", "no", "false", "")
+
+
+def switched_on(name: str, default: str) -> bool:
+    """Whether the environment variable `name` (unset: `default`) is on."""
+    return os.environ.get(name, default).strip().lower() not in OFF
+
+
+RACE = switched_on("REPKV_RACE", "1")
 # The L2 state the op's configurations are chosen (and its races timed) in: fed by default, as
 # in a training step, where the kernel before (attention's backward) has just written dout;
 # REPKV_L2=cold for a call that starts from a cold L2 (results.schema.L2_STATES).
@@ -297,7 +307,7 @@ def record_races(enabled: bool = True, directory: Path | str | None = None) -> N
 def _recording_directory() -> Path | None:
     setting = _RECORD
     if setting is None:
-        setting = os.environ.get("REPKV_RECORD", "0") not in ("", "0")
+        setting = switched_on("REPKV_RECORD", "0")
     if setting is False:
         return None
     if setting is True:

@@ -104,6 +104,21 @@ def test_a_recording_that_cannot_write_does_not_break_the_call(tmp_path, known_d
     assert _race_on(bench, launchers, RaceRecorder(blocker)) is launchers[0]
 
 
+@pytest.mark.parametrize("value", ["false", "False", "off", "no", " 0 "])
+def test_recording_and_racing_are_off_for_false_off_and_no(tmp_path, monkeypatch, value: str) -> None:
+    # REPKV_RECORD=false recorded, and REPKV_RACE=false raced: only "0" and "" were off
+    from repkv_tune import race as op_race
+
+    monkeypatch.setattr(op_race, "_RECORD", None)
+    monkeypatch.setenv("REPKV_RESULTS_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("REPKV_RECORD", value)
+    assert op_race._recording_directory() is None
+    monkeypatch.setenv("REPKV_RACE", value)
+    assert not op_race.switched_on("REPKV_RACE", "1")
+    monkeypatch.setenv("REPKV_RECORD", "yes")
+    assert op_race._recording_directory() == tmp_path / "mine"
+
+
 def test_recording_is_off_by_default_and_switched_by_env_or_call(tmp_path, monkeypatch) -> None:
     from repkv_tune import ops as torch_op
     from repkv_tune import race as op_race
