@@ -175,3 +175,10 @@ def test_dtype_names_are_read_in_any_case_as_the_service_reads_them() -> None:
 
     assert parse_dtypes(["BF16,Fp32"]) == ["bf16", "fp32"]
     assert parse_dtypes(None) == ["fp32", "bf16", "fp16"]
+
+
+def test_shapes_separated_by_a_space_are_a_part_that_cannot_be_read() -> None:
+    # it said "T is given twice ... 'T=512,...' lacks B", where B was given, after a space
+    text = f"{SEED} {SMALL}"
+    with pytest.raises(A.UsageError, match=re.escape("cannot read 'HD=128 B=1' in shape")):
+        A.parse_shape_values([text])

@@ -112,12 +112,19 @@ def _given_twice(name: str, text: str, note: str = "") -> InvalidShape:
     )
 
 
+_PAIR = re.compile(r"\w+\s*=\s*-?\d+")  # one NAME=VALUE of a shape, as Shape.parse reads it
+
+
 def split_shapes(text: str) -> list[str]:
     """One --shape value as the texts of its shapes (see the module's notes). A shape after the
     first that lacks a name is taken for a name given twice, and said so."""
     shapes: list[list[str]] = [[]]
     names: list[set[str]] = [set()]
     for part in filter(None, (p.strip() for p in text.split(","))):
+        if not _PAIR.fullmatch(part):  # 'HD=128 B=1' (a space between shapes) is no name given twice
+            raise InvalidShape(
+                f"cannot read {part!r} in shape {text!r}: expected B=..,T=..,NH=..,NH_KV=..,HD=.."
+            )
         name = part.split("=", 1)[0].strip()
         if name in names[-1]:
             if not names[-1].issuperset(_SHAPE_FIELDS):
