@@ -35,6 +35,7 @@ elsewhere); REPKV_L2=cold chooses by the cold rankings alone.
 from __future__ import annotations
 
 import logging
+import operator
 
 import torch
 
@@ -45,6 +46,32 @@ from repkv_tune.race import record_races
 from variants.family import ALIGNMENT
 
 log = logging.getLogger(__name__)
+
+
+def _whole(value: object) -> int | None:
+    """value as an int where it is a whole number (NumPy's and PyTorch's integer scalars too),
+    not a bool; else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _counts(**heads: object) -> tuple[int, ...]:
+    """Head counts as ints, outside tracing: a float, a bool or a non-number is a TypeError
+    naming it (the operators' schema would end in PyTorch's own multi-line error, and True
+    would pass as 1). Under torch.compile they are left to the schema, as Dynamo hands them."""
+    if torch.compiler.is_compiling():
+        return tuple(heads.values())  # type: ignore[return-value]
+    counts = []
+    for name, value in heads.items():
+        whole = _whole(value)
+        if whole is None:
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+        counts.append(whole)
+    return tuple(counts)
 
 
 def _check(dout_shape: tuple[int, ...], NH_KV: int) -> tuple[int, int, int, int, int]:
@@ -195,6 +222,7 @@ def repkv_backward(dout: torch.Tensor, NH_KV: int, out: torch.Tensor | None = No
     dispatch mode or on the CPU it goes through the registered operator."""
     # Dynamo reads is_compiling() as True and traces the operator; it never reaches the
     # dispatch-stack query in _eager_ok, which it cannot trace (fullgraph=True would fail).
+    (NH_KV,) = _counts(NH_KV=NH_KV)
     if not torch.compiler.is_compiling() and _eager_ok(dout):
         return _eager_backward(dout, NH_KV, out)
     if out is None:
@@ -263,6 +291,7 @@ def repkv(qkv: torch.Tensor, NH: int, NH_KV: int) -> torch.Tensor:
     """llm.c's repkv forward: (B, T, NH + 2*NH_KV, HD) -> (B, T, 3, NH, HD) with each K and V
     head replicated NH / NH_KV times. On CUDA (fp32, bf16, fp16) the tuned repkv_forward kernel
     (a bit-exact copy); its backward is the tuned repkv backward."""
+    NH, NH_KV = _counts(NH=NH, NH_KV=NH_KV)
     return torch.ops.repkv_tune.repkv(qkv, NH, NH_KV)
 
 

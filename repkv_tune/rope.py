@@ -25,13 +25,12 @@ written with torch ops: float64 stays float64, other dtypes compute in float32 a
 from __future__ import annotations
 
 import numbers
-import operator
 
 import numpy as np
 import torch
 
 import repkv_tune.launcher as _launcher
-from repkv_tune.ops import _check, _check_qkv, reference_backward, reference_forward
+from repkv_tune.ops import _check, _check_qkv, _counts, _whole, reference_backward, reference_forward
 
 THETA = 500000.0  # Llama 3's rope_theta, llm.c's default
 
@@ -61,17 +60,6 @@ def precompute_freqs_cis(
     out[:, 0::2] = np.cos(angle)
     out[:, 1::2] = np.sin(angle)
     return torch.from_numpy(out).to(device=device, dtype=dtype)
-
-
-def _whole(value: object) -> int | None:
-    """value as an int where it is a whole number (NumPy's and PyTorch's integer scalars too),
-    not a bool; else None."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
 
 
 # --- argument checks (the operators' bodies and fake implementations share them) --------------
@@ -200,12 +188,14 @@ def rope_repkv(qkv: torch.Tensor, freqs_cis: torch.Tensor, NH: int, NH_KV: int) 
     freqs_cis (T, HD) of qkv's dtype (`precompute_freqs_cis`) -> (B, T, 3, NH, HD), each K and V
     head replicated NH / NH_KV times, q and k rotated (v not). Its backward is the fused
     `repkv_rope_backward` (the gradient of qkv only). HD must be even."""
+    NH, NH_KV = _counts(NH=NH, NH_KV=NH_KV)
     return torch.ops.repkv_tune.rope_repkv(qkv, freqs_cis, NH, NH_KV)
 
 
 def repkv_rope_backward(dout: torch.Tensor, freqs_cis: torch.Tensor, NH_KV: int) -> torch.Tensor:
     """rope_repkv's backward alone: dout (B, T, 3, NH, HD), freqs_cis (T, HD) -> dinp
     (B, T, NH + 2*NH_KV, HD), q and each K group's sum rotated back, each V group summed."""
+    (NH_KV,) = _counts(NH_KV=NH_KV)
     return torch.ops.repkv_tune.repkv_rope_backward(dout, freqs_cis, NH_KV)
 
 

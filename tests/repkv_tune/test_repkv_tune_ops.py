@@ -125,6 +125,30 @@ def test_bad_arguments_get_a_clear_error(call, message) -> None:
         call()
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # before: PyTorch's multi-line schema error for a float, and True taken as NH_KV = 1
+        (lambda: repkv_backward(torch.randn(2, 3, 3, 8, 4), 2.0), "NH_KV must be an integer, got 2.0"),
+        (lambda: repkv_backward(torch.randn(2, 3, 3, 8, 4), True), "NH_KV must be an integer, got True"),
+        (lambda: repkv(torch.randn(2, 3, 12, 4), 8.0, 2), "NH must be an integer, got 8.0"),
+        (lambda: repkv(torch.randn(2, 3, 12, 4), 8, "2"), "NH_KV must be an integer, got '2'"),
+    ],
+)
+def test_a_head_count_that_is_not_an_integer_is_a_type_error(call, message) -> None:
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+def test_integer_scalars_of_numpy_and_torch_are_head_counts() -> None:
+    import numpy as np
+
+    dout = torch.randn(2, 3, 3, 8, 4)
+    expected = reference_backward(dout, 2)
+    assert torch.equal(repkv_backward(dout, np.int64(2)), expected)
+    assert torch.equal(repkv_backward(dout, torch.tensor(2)), expected)
+
+
 def test_served_without_a_cuda_device_says_so(monkeypatch) -> None:
     # it ended in PyTorch's AssertionError traceback ('Torch not compiled with CUDA enabled')
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

@@ -207,6 +207,14 @@ def test_bad_arguments_get_a_clear_error(call, message) -> None:
         call()
 
 
+def test_a_head_count_that_is_not_an_integer_is_a_type_error() -> None:
+    freqs = precompute_freqs_cis(4, 3)
+    with pytest.raises(TypeError, match=r"NH_KV must be an integer, got 2\.0"):
+        repkv_rope_backward(torch.randn(2, 3, 3, 8, 4), freqs, 2.0)
+    with pytest.raises(TypeError, match="NH must be an integer, got True"):
+        rope_repkv(torch.randn(2, 3, 12, 4), freqs, True, 2)
+
+
 def test_bad_arguments_are_refused_under_fake_tensors_too() -> None:
     qkv = torch.empty(2, 3, 12, 4, device="meta")
     with pytest.raises(ValueError, match="freqs_cis must have"):
