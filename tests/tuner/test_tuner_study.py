@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import math
 import subprocess
 import sys
@@ -12,9 +13,11 @@ import tuner_fakes as F
 
 from results.schema import FAILURES, Status
 from results.store import load_results
+from tuner.cli.report import render_outcomes
 from tuner.run.rows import ResultsSink
 from tuner.runners.bench import BenchRunner
 from tuner.runners.runner import Measurement
+from tuner.study.budget import BUDGET_MET, EXHAUSTED
 from tuner.study.claims import ATTR_KEY, ATTR_STATUS, Snapshot, claim, record
 from tuner.study.liveness import WORKER, worker_id
 from tuner.study.loop import StudyLoop
@@ -123,6 +126,20 @@ def test_a_finished_study_measures_nothing_more(tmp_path) -> None:
     outcome = StudyLoop(plan(trials=6), again, storage).run()
     assert again.calls == []
     assert len(outcome.rows) == 6
+    assert (outcome.ended, outcome.held, outcome.goal) == (BUDGET_MET, 6, 6)
+    out = io.StringIO()
+    render_outcomes([outcome], out)
+    assert out.getvalue().endswith("the study already holds its 6 trials; a larger --trials asks for more\n")
+
+
+def test_a_loop_says_why_it_ended() -> None:
+    first = StudyLoop(plan(trials=6), F.synthetic_runner(), None).run()
+    assert (first.ended, first.held, first.goal) == (BUDGET_MET, 0, 6)
+    out = io.StringIO()
+    render_outcomes([first], out)
+    assert "6 measured" in out.getvalue()
+    whole = StudyLoop(plan(trials=450), F.synthetic_runner(), None, families=SMALL_FAMILIES).run()
+    assert whole.ended in (BUDGET_MET, EXHAUSTED)
 
 
 @pytest.mark.parametrize("sampler", ["random", "qmc"])

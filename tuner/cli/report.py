@@ -19,6 +19,7 @@ from results.best import winners
 from results.peaks import frac_peak
 from results.schema import L2_COLD, SHAPE_COLUMNS
 from tuner.cli.plain_table import plain_table
+from tuner.study.budget import BUDGET_MET
 from tuner.study.plan import StudyOutcome, StudyPlan
 from variants import DEFAULT_OP, DTYPES, Shape, get_op
 
@@ -171,8 +172,19 @@ def render_outcomes(outcomes: list[StudyOutcome], file: TextIO | None = None) ->
             parts.append(f"{o.missing} not in the recording")
         if o.again:
             parts.append(f"{o.again} leaders of other runs measured again")
+        if not o.measured and not o.answered and (already := already_done(o)):
+            parts = [already]
         lines.append(f"{o.plan.shape} {o.plan.dtype.name}: {'; '.join(parts)}")
     print("\n".join(lines), file=file or sys.stdout)
+
+
+def already_done(o: StudyOutcome) -> str | None:
+    """Why a study had nothing to do, when its budget was met before this run asked a trial."""
+    if o.ended != BUDGET_MET or o.held < o.goal or o.goal == 0:
+        return None
+    if o.goal >= o.space_size:
+        return f"the study already holds all {o.goal} configurations of its space"
+    return f"the study already holds its {o.goal} trials; a larger --trials asks for more"
 
 
 _NUMBER = re.compile(r"(?<![\w^.])\d+(?:\.\d+)?(?![\w^])")

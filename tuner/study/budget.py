@@ -18,6 +18,12 @@ from tuner.study.plan import StudyPlan
 from tuner.study.space import SearchSpace
 from tuner.study.store_watch import StoreWatch
 
+# why a study loop ended (`StudyOutcome.ended`)
+BUDGET_MET = "budget met"
+TARGET_MET = "target met"
+EXHAUSTED = "space exhausted"
+TIMED_OUT = "timed out"
+
 
 class Budget:
     def __init__(self, plan: StudyPlan, space: SearchSpace, watch: StoreWatch | None) -> None:
@@ -51,8 +57,18 @@ class Budget:
         with a row that a running trial still claims does not count yet: that trial's worker
         died after writing it, and the study waits for its retry rather than leave the trial
         running."""
+        return self.reason(snap, elsewhere) is not None
+
+    def held(self, snap: Snapshot, elsewhere: set[str] | None = None) -> int:
+        """The distinct configurations that count against the budget (see `finished`)."""
         settled = (self.elsewhere() if elsewhere is None else elsewhere) - snap.claims().keys()
-        if not snap.retried and len(snap.done.keys() | snap.missing | settled) >= self.goal():
-            return True
+        return len(snap.done.keys() | snap.missing | settled)
+
+    def reason(self, snap: Snapshot, elsewhere: set[str] | None = None) -> str | None:
+        """Why the study is finished (`BUDGET_MET` or `TARGET_MET`), or None while it is not."""
+        if not snap.retried and self.held(snap, elsewhere) >= self.goal():
+            return BUDGET_MET
         target = self.plan.target_value
-        return target is not None and min(snap.values().values(), default=math.inf) <= target
+        if target is not None and min(snap.values().values(), default=math.inf) <= target:
+            return TARGET_MET
+        return None

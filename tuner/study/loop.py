@@ -42,7 +42,7 @@ from tuner.run.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runners.bench import guarded
 from tuner.runners.runner import Measurement, Runner
 from tuner.study.ask_ahead import ask_ahead, compile_ahead, told_if_left
-from tuner.study.budget import Budget
+from tuner.study.budget import EXHAUSTED, TIMED_OUT, Budget
 from tuner.study.claims import (
     ATTR_SOURCE,
     INTERRUPTED,
@@ -149,7 +149,9 @@ class StudyLoop:
             snap = Snapshot.read(study)
             for key, trial in snap.done.items():
                 self.known.from_trial(key, trial)
-            if self.space.configs and not self.budget.finished(snap):
+            outcome.held, outcome.goal = self.budget.held(snap), self.budget.goal()
+            outcome.ended = self.budget.reason(snap) if self.space.configs else EXHAUSTED
+            if outcome.ended is None:
                 settled = snap.done.keys() | self.known.keys() | snap.missing
                 if plan.sampler == "grid":
                     compile_ahead(
@@ -188,18 +190,21 @@ class StudyLoop:
         asked = 0
         while asked < limit and not self.stop:
             if deadline is not None and time.monotonic() >= deadline:
+                outcome.ended = TIMED_OUT
                 return
             snap = Snapshot.read(study)
             if self._reap(study, snap):
                 snap = Snapshot.read(study)
             self._report(snap, goal)
             elsewhere = self.budget.elsewhere()  # one look at the results directory per round
-            if self.budget.finished(snap, elsewhere):
+            outcome.ended = self.budget.reason(snap, elsewhere)
+            if outcome.ended is not None:
                 return
             places = snap.places_left(self.space.keys, elsewhere, goal)
             if not snap.waiting and not places:
                 if not snap.running:
-                    return  # nothing left to measure, nothing in flight
+                    outcome.ended = EXHAUSTED  # nothing left to measure, nothing in flight
+                    return
                 # what is left is in other workers' hands: wait for their trials to settle
                 self.stop.sleep(WAIT_S)
                 continue

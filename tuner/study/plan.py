@@ -45,6 +45,9 @@ class StudyOutcome:
     reaped: int = 0  # trials of dead workers failed (and queued again) by this process
     again: int = 0  # leaders of other studies measured again after it (`tuner.run.leaders`)
     interrupted: bool = False
+    held: int = 0  # distinct configurations the study held, by the budget's count, when opened
+    goal: int = 0  # distinct configurations the budget asks for
+    ended: str | None = None  # why the loop ended (`tuner.study.budget`), None if it never ran
 
     @property
     def best_value(self) -> float:
