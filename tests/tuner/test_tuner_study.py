@@ -17,11 +17,10 @@ from tuner.cli.report import render_outcomes
 from tuner.run.rows import ResultsSink
 from tuner.runners.bench import BenchRunner
 from tuner.runners.runner import Measurement
-from tuner.study.budget import BUDGET_MET, EXHAUSTED
 from tuner.study.claims import ATTR_KEY, ATTR_STATUS, Snapshot, claim, record
 from tuner.study.liveness import WORKER, worker_id
 from tuner.study.loop import StudyLoop
-from tuner.study.plan import StudyPlan
+from tuner.study.plan import BUDGET_MET, EXHAUSTED, StudyPlan
 from tuner.study.space import FAMILY_PARAM
 from tuner.study.storage import make_storage
 from tuner.study.store_watch import StoreWatch

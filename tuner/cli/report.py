@@ -19,8 +19,7 @@ from results.best import winners
 from results.peaks import frac_peak
 from results.schema import L2_COLD, SHAPE_COLUMNS
 from tuner.cli.plain_table import plain_table
-from tuner.study.budget import BUDGET_MET
-from tuner.study.plan import StudyOutcome, StudyPlan
+from tuner.study.plan import BUDGET_MET, StudyOutcome, StudyPlan
 from variants import DEFAULT_OP, DTYPES, Shape, get_op
 
 WINNER_COLUMNS = (

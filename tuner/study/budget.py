@@ -14,15 +14,9 @@ import math
 import optuna
 
 from tuner.study.claims import Snapshot
-from tuner.study.plan import StudyPlan
+from tuner.study.plan import BUDGET_MET, TARGET_MET, StudyPlan
 from tuner.study.space import SearchSpace
 from tuner.study.store_watch import StoreWatch
-
-# why a study loop ended (`StudyOutcome.ended`)
-BUDGET_MET = "budget met"
-TARGET_MET = "target met"
-EXHAUSTED = "space exhausted"
-TIMED_OUT = "timed out"
 
 
 class Budget:

@@ -42,7 +42,7 @@ from tuner.run.rows import ResultsSink, StudyInfo, objective_value, trial_row
 from tuner.runners.bench import guarded
 from tuner.runners.runner import Measurement, Runner
 from tuner.study.ask_ahead import ask_ahead, compile_ahead, told_if_left
-from tuner.study.budget import EXHAUSTED, TIMED_OUT, Budget
+from tuner.study.budget import Budget
 from tuner.study.claims import (
     ATTR_SOURCE,
     INTERRUPTED,
@@ -55,7 +55,7 @@ from tuner.study.claims import (
 )
 from tuner.study.known_rows import KnownRows
 from tuner.study.liveness import WORKER, TrialKeeper, failed_meanwhile, reap, worker_alive_here, worker_id
-from tuner.study.plan import ProgressHook, StudyOutcome, StudyPlan
+from tuner.study.plan import EXHAUSTED, TIMED_OUT, ProgressHook, StudyOutcome, StudyPlan
 from tuner.study.samplers import make_sampler
 from tuner.study.space import SearchSpace
 from tuner.study.store_watch import StoreWatch

@@ -13,6 +13,12 @@ from results.schema import L2_COLD, hold_or_zero
 from tuner.run.rows import objective_value
 from variants import DEFAULT_OP, FAMILIES, Config, DType, Family, Shape, get_op
 
+# why a study loop ended (`StudyOutcome.ended`)
+BUDGET_MET = "budget met"
+TARGET_MET = "target met"
+EXHAUSTED = "space exhausted"
+TIMED_OUT = "timed out"
+
 
 @dataclass(frozen=True)
 class StudyPlan:
@@ -47,7 +53,7 @@ class StudyOutcome:
     interrupted: bool = False
     held: int = 0  # distinct configurations the study held, by the budget's count, when opened
     goal: int = 0  # distinct configurations the budget asks for
-    ended: str | None = None  # why the loop ended (`tuner.study.budget`), None if it never ran
+    ended: str | None = None  # why the loop ended (BUDGET_MET ... TIMED_OUT), None if it never ran
 
     @property
     def best_value(self) -> float:
