@@ -106,3 +106,12 @@ def test_merge_into_a_directory_inside_a_source_is_refused_and_writes_nothing(tm
         f"twice from {a}; give a directory outside it"
     ]
     assert sorted(p.name for p in a.iterdir()) == ["h200"]
+
+
+def test_merging_one_gpus_directory_writes_its_files_under_that_gpu(tmp_path: Path) -> None:
+    a, out = tmp_path / "a", tmp_path / "out"
+    write_table(_rows("run-a", 5), a / "h200", "run-a")
+    report = merge([a / "h200"], out)
+    assert report.files_written == [out / "h200" / "run-a.parquet"]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")) == ["h200/run-a.parquet"]
+    assert merge([a], out).rows_added == 0  # the same rows through the directory above

@@ -6,7 +6,9 @@ trial row of the sources lands in OUT once: a row is identified by who measured 
 (`ROW_KEY`), so merging the same directory twice, or a directory that already holds an
 earlier merge, adds nothing. Each source file is written under its own name
 (`<gpu>/<run_id>.parquet`); where OUT already has a file of that name (an earlier merge of a
-run that has grown since), the new rows are added to it. Every write is atomic (temporary
+run that has grown since), the new rows are added to it. A source that is one GPU's
+directory (`R/h200`) has its files written under that GPU's name all the same
+(`OUT/h200/<run_id>.parquet`). Every write is atomic (temporary
 name, then rename), so a service reading OUT meanwhile never sees half a file. Unreadable
 source files are skipped and reported, and so are rows that lack a value the trial row
 requires (a null time_ms: the service drops them too); the sources are never changed.
@@ -67,6 +69,16 @@ def _read(path: Path, report: MergeReport) -> pd.DataFrame | None:
     return table.to_pandas()
 
 
+def _place(rel: Path, frame: pd.DataFrame) -> Path:
+    """Where a source file goes under the target: its path under the source, put under
+    `<gpu>/` when it lies at the source's top (a source that is one GPU's directory, R/h200)
+    and its rows name one GPU."""
+    if rel.parent != Path(".") or "gpu" not in frame.columns:
+        return rel
+    gpus = frame["gpu"].dropna().unique()
+    return Path(str(gpus[0])) / rel if len(gpus) == 1 else rel
+
+
 def merge(sources: list[Path], target: Path) -> MergeReport:
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
@@ -94,7 +106,7 @@ def merge(sources: list[Path], target: Path) -> MergeReport:
             report.rows_present += int((~new).sum())
             if not new.any():
                 continue
-            rel = path.relative_to(source)
+            rel = _place(path.relative_to(source), frame)
             rows = frame[new.to_numpy()]
             if rel in existing:
                 rows = pd.concat([existing[rel], rows], ignore_index=True)
