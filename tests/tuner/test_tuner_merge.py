@@ -115,3 +115,10 @@ def test_merging_one_gpus_directory_writes_its_files_under_that_gpu(tmp_path: Pa
     assert report.files_written == [out / "h200" / "run-a.parquet"]
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")) == ["h200/run-a.parquet"]
     assert merge([a], out).rows_added == 0  # the same rows through the directory above
+
+
+def test_merging_a_directory_into_itself_counts_every_row_as_already_there(tmp_path: Path, capsys) -> None:
+    a = tmp_path / "a"
+    write_table(_rows("run-a", 5), a / "h200", "run-a")
+    assert main(["merge", str(a), "-o", str(a)]) == 0
+    assert capsys.readouterr().out.strip() == f"0 rows added to {a} in 0 files; 5 already there"

@@ -95,7 +95,8 @@ def merge(sources: list[Path], target: Path) -> MergeReport:
         present.update(row_ids(frame))
     for source in sources:
         source = Path(source)
-        if source.resolve() == resolved_target:
+        if source.resolve() == resolved_target:  # its rows are all there already
+            report.rows_present += sum(len(frame) for frame in existing.values())
             continue
         for path in result_files(source):
             frame = _read(path, report)
