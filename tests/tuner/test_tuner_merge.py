@@ -12,6 +12,7 @@ from trial_rows import write_unchecked
 from results.store import load_results, write_table
 from tuner.cli.main import main
 from tuner.cli.merge import merge
+from tuner.runners import replay
 
 ROWS = F.recording_rows([F.SMALL], ["bf16"])[:20]  # a row is who measured what, and when
 
@@ -122,3 +123,13 @@ def test_merging_a_directory_into_itself_counts_every_row_as_already_there(tmp_p
     write_table(_rows("run-a", 5), a / "h200", "run-a")
     assert main(["merge", str(a), "-o", str(a)]) == 0
     assert capsys.readouterr().out.strip() == f"0 rows added to {a} in 0 files; 5 already there"
+
+
+def test_merge_reads_bundled_as_the_bundled_results(tmp_path: Path, capsys, monkeypatch) -> None:
+    bundled = tmp_path / "shipped"
+    write_table(_rows("run-a", 5), bundled / "h200", "run-a")
+    monkeypatch.setattr(replay, "bundled_results_dir", lambda: bundled)
+    out = tmp_path / "out"
+    assert main(["merge", "bundled", "-o", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"5 rows added to {out}")
+    assert (out / "h200" / "run-a.parquet").is_file()

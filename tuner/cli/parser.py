@@ -288,7 +288,13 @@ def _add_merge(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
         name, help="copy the trial rows of several results directories into one, each row once"
     )
-    p.add_argument("sources", nargs="+", type=directory, metavar="DIR", help="results directories to read")
+    p.add_argument(
+        "sources",
+        nargs="+",
+        type=recording_dir,
+        metavar="DIR|bundled",
+        help=f"results directories to read, or {bundled_note('bundled')}",
+    )
     p.add_argument(
         "-o", "--output", type=directory, required=True, metavar="DIR", help="the directory to write"
     )
