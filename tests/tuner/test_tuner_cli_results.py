@@ -229,6 +229,22 @@ def test_best_of_results_holding_other_ops_alone_names_them(tmp_path: Path, caps
     assert "naive[block=128]" in capsys.readouterr().out
 
 
+def test_best_of_a_gpu_with_rows_of_other_ops_alone_names_them(tmp_path: Path, capsys) -> None:
+    # "no results for GPU 'h100'; the results hold h200" where h100 held rows, of rope_repkv_forward
+    from results.store import write_table
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from trial_rows import S1, trial
+
+    write_table([trial("h200", S1, "bf16", "naive", {"block": 128}, 0.5, number=0)], tmp_path / "h200", "a")
+    row = trial("h100", S1, "bf16", "naive", {"block": 128}, 0.5, number=0, op="rope_repkv_forward")
+    write_table([row], tmp_path / "h100", "b")
+    assert main(["best", "--results", str(tmp_path), "--gpu", "h100"]) == 1
+    only = "only rows of rope_repkv_forward (--op rope_repkv_forward)"
+    expected = f"GPU h100 has no trial rows of repkv_backward under {tmp_path}, {only}"
+    assert capsys.readouterr().out.strip() == expected
+
+
 def test_best_and_export_read_the_results_directory_alone_with_no_bundled(
     monkeypatch, tmp_path: Path, capsys
 ) -> None:

@@ -76,7 +76,7 @@ def cmd_best(args: argparse.Namespace) -> int:
     where = " and ".join(map(str, dirs))
     every_op, frame = frame, rows_of_op(frame, args.op)
     if args.gpu:
-        held = sorted(set(frame["gpu"]))
+        held = sorted(set(every_op["gpu"]))
         if held and args.gpu not in held:  # a GPU label the results do not have: a usage error
             raise UsageError(
                 f"no results for GPU '{args.gpu}'; the results hold {', '.join(held)} (in {where})"
@@ -93,6 +93,9 @@ def cmd_best(args: argparse.Namespace) -> int:
         if frame.empty and others:  # rows of other ops alone: say which, and how to see them
             held = f"they hold {', '.join(others)} (--op {others[0]})"
             message = f"no trial rows of {args.op} under {where}{for_gpu}; {held}"
+            if args.gpu:
+                only = f"only rows of {', '.join(others)} (--op {others[0]})"
+                message = f"GPU {args.gpu} has no trial rows of {args.op} under {where}, {only}"
         if not frame.empty:  # rows, none timed in that state: not "no correct measurement"
             message = (
                 f"no winners{of_op} timed with L2 {args.l2} under {where}{for_gpu} "
