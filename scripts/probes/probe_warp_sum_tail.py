@@ -1,5 +1,5 @@
 """Does running the last copy blocks after every reduce block close `warp_sum`'s MQA gap to the
-copy? `warp_sum_tail/<op>/warp_sum.cu` is `warp_sum` with one more template argument, TAIL:
+copy? The probe's kernels are `warp_sum`'s own templates with one more template argument, TAIL:
 the last TAIL/8 of the copy blocks run after every reduce block (a reduce warp's loads are
 LOADS/ITEMS round trips in a row, so one started last may hold the kernel open while the GPU
 drains). TAIL 0 is `warp_sum` itself. For each MQA group of the bundled store where `warp_sum`
@@ -32,7 +32,52 @@ from variants.warp_sum import WarpSum  # noqa: E402
 
 TAILS = (0, 1, 2, 4)
 OPS = ("repkv_backward", "repkv_rope_backward")
-HERE = Path(__file__).resolve().parent / "warp_sum_tail"
+# warp_sum's block-role code (both ops' templates share it), and the same with TAIL
+ROLE = """    // Copy blocks spread evenly over the grid, one division deciding the role (split.cu says why).
+    const unsigned long long grid = gridDim.x, blk = blockIdx.x, q = (unsigned long long)q_blocks;
+    unsigned long long before, rem;
+    if (grid * q <= 0xFFFFFFFFull) {
+        const unsigned product = unsigned(blk) * unsigned(q);
+        before = product / unsigned(grid);
+        rem = product - unsigned(before) * unsigned(grid);
+    } else {
+        before = blk * q / grid;
+        rem = blk * q - before * grid;
+    }
+    const bool role_q = rem + q >= grid;
+    const I index = role_q ? I(before) : I(blk - before);
+"""
+TAIL_ROLE = """    // Copy blocks spread evenly over the grid, one division deciding the role (split.cu says
+    // why), but for the last TAIL/8 of them, which run after every reduce block: a reduce warp's loads
+    // are LOADS/ITEMS round trips in a row, so a reduce block started last holds the kernel open
+    // while the rest of the GPU drains. Blocks blk >= grid - tail copy, as copy block
+    // (q - tail) + (blk - (grid - tail)); the others interleave q - tail copy blocks evenly.
+    const unsigned long long tail = (unsigned long long)q_blocks * TAIL / 8;
+    const unsigned long long grid = gridDim.x - tail, blk = blockIdx.x;
+    const unsigned long long q = (unsigned long long)q_blocks - tail;
+    unsigned long long before, rem = 0;
+    if (blk >= grid) {
+        before = q + (blk - grid);
+    } else if (grid * q <= 0xFFFFFFFFull) {
+        const unsigned product = unsigned(blk) * unsigned(q);
+        before = product / unsigned(grid);
+        rem = product - unsigned(before) * unsigned(grid);
+    } else {
+        before = blk * q / grid;
+        rem = blk * q - before * grid;
+    }
+    const bool role_q = blk >= grid || rem + q >= grid;
+    const I index = role_q ? I(before) : I(blk - before);
+"""
+SIGNATURE, TAIL_SIGNATURE = "int BLOCK, int LOAD", "int BLOCK, int TAIL, int LOAD"
+
+
+def with_tail(source: str) -> str:
+    """A warp_sum compilation unit with TAIL: its block-role code and template parameters
+    replaced (a ValueError where the template no longer has them)."""
+    if ROLE not in source or SIGNATURE not in source:
+        raise ValueError("warp_sum's block-role code or template parameters changed: update the probe")
+    return source.replace(ROLE, TAIL_ROLE).replace(SIGNATURE, TAIL_SIGNATURE)
 
 
 class _Tail:
@@ -40,17 +85,21 @@ class _Tail:
 
     params = (*WarpSum.params, Param("tail", TAILS, "eighths of the copy blocks run last"))
 
+    @property
+    def source(self) -> str:
+        return with_tail(super().source)
+
     def template_args(self, shape: Shape, dtype: DType, p: Mapping[str, Any]) -> list[str]:
         args = super().template_args(shape, dtype, p)
         return [*args[:6], str(p["tail"]), *args[6:]]
 
 
 class TailRepkv(_Tail, WarpSum):
-    template_dir = HERE / "repkv_backward"
+    pass
 
 
 class TailRope(_Tail, RopeWarpSum):
-    template_dir = HERE / "repkv_rope_backward"
+    pass
 
 
 TAIL_FAMILIES = {"repkv_backward": TailRepkv(), "repkv_rope_backward": TailRope()}

@@ -1,4 +1,4 @@
-"""The warp_sum TAIL probe, without a GPU: it finds the store's MQA groups, its templates differ
+"""The warp_sum TAIL probe, without a GPU: it finds the store's MQA groups, its kernels differ
 from the product's in the block order alone, and every TAIL compiles for each group's config."""
 
 from __future__ import annotations
@@ -36,7 +36,13 @@ def _without_role(source: str) -> str:
 def test_the_probe_templates_are_warp_sum_but_for_the_block_order(op: str) -> None:
     probe = _probe()
     ours, theirs = probe.TAIL_FAMILIES[op], get_op(op).families["warp_sum"]
-    assert _without_role(ours.template_path.read_text()) == _without_role(theirs.template_path.read_text())
+    assert _without_role(ours.source) == _without_role(theirs.source)
+    assert ours.source != theirs.source and ours.source_hash != theirs.source_hash
+
+
+def test_a_warp_sum_template_without_the_role_code_is_refused() -> None:
+    with pytest.raises(ValueError, match="update the probe"):
+        _probe().with_tail("template <typename T, int BLOCK, int LOAD> __global__ void k() {}")
 
 
 @pytest.mark.parametrize("op", ["repkv_backward", "repkv_rope_backward"])
