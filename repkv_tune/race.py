@@ -20,6 +20,7 @@ import torch
 
 from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_FED
 from tuner.runners.race import run_race
+from variants.compile_cache import OFF
 
 if TYPE_CHECKING:
     from repkv_tune.launcher import Launcher
@@ -30,13 +31,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("repkv_tune.ops")
 
-# An on/off variable (REPKV_RACE, REPKV_RECORD) is off for these, in any case, as
-# $REPKV_NVRTC_CACHE is (variants.compile_cache.OFF).
-OFF = ("off", "0", "no", "false", "")
-
 
 def switched_on(name: str, default: str) -> bool:
-    """Whether the environment variable `name` (unset: `default`) is on."""
+    """Whether the environment variable `name` (unset: `default`) is on: an on/off variable
+    (REPKV_RACE, REPKV_RECORD) is off for the values that turn $REPKV_NVRTC_CACHE off."""
     return os.environ.get(name, default).strip().lower() not in OFF
 
 

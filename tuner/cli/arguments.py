@@ -269,15 +269,16 @@ def nonempty(text: str) -> str:
     return text
 
 
-def file_path(text: str) -> Path:
-    """A file argument: never empty (an empty path would be the current directory)."""
+def _path(text: str, what: str) -> Path:
+    """A path argument: never empty (an empty path would be the current directory)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("needs a file, not an empty string")
+        raise argparse.ArgumentTypeError(f"needs {what}, not an empty string")
     return Path(text).expanduser()
+
+
+def file_path(text: str) -> Path:
+    return _path(text, "a file")
 
 
 def directory(text: str) -> Path:
-    """A directory argument: never empty (an empty path would be the current directory)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("needs a directory, not an empty string")
-    return Path(text).expanduser()
+    return _path(text, "a directory")

@@ -43,6 +43,8 @@ from tuner.runners.runner import Runner
 from variants import DEFAULT_OP, Shape, get_op
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from tuner.run.request import TuneResult
 
 
@@ -68,6 +70,27 @@ def state_note(l2: str) -> str:
     return "" if l2 == L2_COLD else f" (L2 {l2})"
 
 
+def _no_winners(args: argparse.Namespace, where: str, frame: pd.DataFrame, every_op: pd.DataFrame) -> str:
+    """Why `best` has no winners to show: no rows timed in the L2 state asked, rows of other
+    ops alone (which, and how to see them), or no rows at all."""
+    of_op = "" if args.op == DEFAULT_OP else f" of {args.op}"
+    for_gpu = f" for GPU {args.gpu}" if args.gpu else ""
+    if not frame.empty:  # rows, none timed in that state: not "no correct measurement"
+        return (
+            f"no winners{of_op} timed with L2 {args.l2} under {where}{for_gpu} "
+            f"(python -m tuner --l2 {args.l2} tunes them; leave --l2 out for the L2-cold winners)"
+        )
+    if args.gpu and not every_op.empty:
+        every_op = every_op[every_op["gpu"] == args.gpu]
+    others = sorted(set(ops_of(every_op)) - {args.op})
+    if not others:
+        return f"no trial rows{of_op} under {where}{for_gpu}"
+    held = f"{', '.join(others)} (--op {others[0]})"
+    if args.gpu:
+        return f"GPU {args.gpu} has no trial rows of {args.op} under {where}, only rows of {held}"
+    return f"no trial rows of {args.op} under {where}; they hold {held}"
+
+
 def cmd_best(args: argparse.Namespace) -> int:
     from tuner.cli.report import render_winners, winners_table, write_winners
 
@@ -82,25 +105,9 @@ def cmd_best(args: argparse.Namespace) -> int:
                 f"no results for GPU '{args.gpu}'; the results hold {', '.join(held)} (in {where})"
             )
         frame = frame[frame["gpu"] == args.gpu]
-    of_op = "" if args.op == DEFAULT_OP else f" of {args.op}"
-    for_gpu = f" for GPU {args.gpu}" if args.gpu else ""
     table = winners_table(frame, args.l2)
     if frame.empty or (table.empty and args.l2 != L2_COLD):
-        message = f"no trial rows{of_op} under {where}{for_gpu}"
-        if args.gpu and not every_op.empty:
-            every_op = every_op[every_op["gpu"] == args.gpu]
-        others = sorted(set(ops_of(every_op)) - {args.op})
-        if frame.empty and others:  # rows of other ops alone: say which, and how to see them
-            held = f"they hold {', '.join(others)} (--op {others[0]})"
-            message = f"no trial rows of {args.op} under {where}{for_gpu}; {held}"
-            if args.gpu:
-                only = f"only rows of {', '.join(others)} (--op {others[0]})"
-                message = f"GPU {args.gpu} has no trial rows of {args.op} under {where}, {only}"
-        if not frame.empty:  # rows, none timed in that state: not "no correct measurement"
-            message = (
-                f"no winners{of_op} timed with L2 {args.l2} under {where}{for_gpu} "
-                f"(python -m tuner --l2 {args.l2} tunes them; leave --l2 out for the L2-cold winners)"
-            )
+        message = _no_winners(args, where, frame, every_op)
         print(message, file=sys.stdout if args.format == "table" else sys.stderr)
         if args.format != "table":  # an empty document, so that a reader's parser still works
             write_winners(table, args.format)
