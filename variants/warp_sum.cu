@@ -14,7 +14,7 @@
 // d then add their sums by shuffles (xor HDV, 2*HDV, ..., 16), and lanes l < HDV store word
 // (token, NH + j, l). Where a thread of `split` loads NREP words HDV apart (a warp load touches
 // 32/HDV separate runs), a warp here streams the group's bytes in order.
-template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int BLOCK, int LOAD, int STORE, typename I>
+template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int BLOCK, int TAIL, int LOAD, int STORE, typename I>
 __global__ void __launch_bounds__(BLOCK, 1) repkv_warp_sum(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
@@ -30,10 +30,18 @@ __global__ void __launch_bounds__(BLOCK, 1) repkv_warp_sum(T* dinp, const T* dou
     const I q_per_block = I(BLOCK) * ITEMS;
     const I q_blocks = (q_words + q_per_block - 1) / q_per_block;
 
-    // Copy blocks spread evenly over the grid, one division deciding the role (split.cu says why).
-    const unsigned long long grid = gridDim.x, blk = blockIdx.x, q = (unsigned long long)q_blocks;
-    unsigned long long before, rem;
-    if (grid * q <= 0xFFFFFFFFull) {
+    // Copy blocks spread evenly over the grid, one division deciding the role (split.cu says
+    // why), but for the last TAIL/8 of them, which run after every reduce block: a reduce warp's loads
+    // are LOADS/ITEMS round trips in a row, so a reduce block started last holds the kernel open
+    // while the rest of the GPU drains. Blocks blk >= grid - tail copy, as copy block
+    // (q - tail) + (blk - (grid - tail)); the others interleave q - tail copy blocks evenly.
+    const unsigned long long tail = (unsigned long long)q_blocks * TAIL / 8;
+    const unsigned long long grid = gridDim.x - tail, blk = blockIdx.x;
+    const unsigned long long q = (unsigned long long)q_blocks - tail;
+    unsigned long long before, rem = 0;
+    if (blk >= grid) {
+        before = q + (blk - grid);
+    } else if (grid * q <= 0xFFFFFFFFull) {
         const unsigned product = unsigned(blk) * unsigned(q);
         before = product / unsigned(grid);
         rem = product - unsigned(before) * unsigned(grid);
@@ -41,7 +49,7 @@ __global__ void __launch_bounds__(BLOCK, 1) repkv_warp_sum(T* dinp, const T* dou
         before = blk * q / grid;
         rem = blk * q - before * grid;
     }
-    const bool role_q = rem + q >= grid;
+    const bool role_q = blk >= grid || rem + q >= grid;
     const I index = role_q ? I(before) : I(blk - before);
 
     if (role_q) {

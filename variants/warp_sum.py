@@ -50,6 +50,9 @@ class WarpSum(Family):
         Param("items", (1, 2, 4, 8), "vector loads in flight per thread (copy and sum)"),
         Param("load", LOAD_HINTS, "global load: plain, __ldg or __ldcs"),
         Param("store", STORE_HINTS, "global store: plain or __stcs"),
+        # a reduce warp's loads are LOADS/ITEMS round trips in a row: copy blocks run last keep
+        # the GPU busy while the last reduce blocks drain (docs/ops.md, "The reduce blocks' tail")
+        Param("tail", (0, 1, 2, 4), "eighths of the copy blocks run after every reduce block", earlier_rows=0),
     )
 
     def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
@@ -77,6 +80,7 @@ class WarpSum(Family):
             str(shape.nrep),
             str(p["items"]),
             str(p["block"]),
+            str(p["tail"]),
             *hint_codes(p),
             index_type(largest),
         ]

@@ -104,7 +104,7 @@ HUGE_CONFIGS = [
     ),
     Config.of("bulk", block=128, groups=2, stages=3, blocks_per_sm=2, l2="evict_first"),
     Config.of("flat", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
-    Config.of("warp_sum", block=256, vec_bytes=16, items=4, load="ldcs", store="plain"),
+    Config.of("warp_sum", block=256, vec_bytes=16, items=4, load="ldcs", store="plain", tail=4),
 ]
 
 
@@ -140,6 +140,20 @@ def test_sampled_configurations_of_the_many_parameter_families(
     untried: 8 random configurations of each shape and dtype each family serves."""
     result = session.run_checked(shape, dtype, session.launcher(shape, dtype, config))
     assert result.ok, result.summary()
+
+
+@pytest.mark.parametrize("tail", [1, 2, 4])
+@pytest.mark.parametrize(
+    "shape", [SHAPES["nhkv1"], Shape(1, 3, 5, 1, 64), Shape(3, 7, 71, 1, 64)], ids=lambda s: s.key
+)
+def test_warp_sum_with_its_copy_blocks_last(session, shape: Shape, tail: int) -> None:
+    """`tail` reorders the blocks: every copy and reduce block still runs once, down to a few
+    copy blocks where TAIL/8 of them rounds to none."""
+    for dtype in DTYPES.values():
+        configs = [c for c in FAMILIES["warp_sum"].valid_configs(shape, dtype) if c.values["tail"] == tail]
+        for config in random.Random(f"{shape}-{dtype.name}-{tail}").sample(configs, k=min(4, len(configs))):
+            result = session.run_checked(shape, dtype, session.launcher(shape, dtype, config))
+            assert result.ok, f"{config.key} {dtype.name}: {result.summary()}"
 
 
 def test_gpu_reference_matches_numpy() -> None:

@@ -94,7 +94,7 @@ HUGE_CONFIGS = (
     Config.of("split", block=256, vec_bytes=16, items=4, load="ldcs", store="stcs"),
     Config.of("split_runtime", block=256, vec_bytes=16, items=4, kv_items=2, load="ldcs", store="stcs"),
     Config.of("rotate_runtime", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
-    Config.of("warp_sum", block=256, vec_bytes=16, items=4, load="ldcs", store="stcs"),
+    Config.of("warp_sum", block=256, vec_bytes=16, items=4, load="ldcs", store="stcs", tail=4),
 )
 
 
