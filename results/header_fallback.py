@@ -5,7 +5,7 @@ per (dtype, nrep class, HD class, B*T class) of kernels that read the head layou
 A layout falls in one class per (nrep, HD, B*T) (`layout_rule.class_of`). Each class of each
 dtype lists the generic kernels to try, in order: the rule's CLASS_PICKS best configurations
 at the class's representative shape, over the class's tuned groups, among the op's layout-free
-families (`Op.layout_free_families`: repkv_backward's `split_runtime`, `vec`,
+families (`Op.layout_free_families`: repkv_backward's `split_runtime`, `warp_sum_runtime`, `vec`,
 `warp_per_head`, `gather`, `naive`; the forward ops' `replicate`, `vec`, `naive`, and
 `rope_repkv_forward`'s `flat_runtime`), then the op's fixed chain of
 `results.selection.generic_configs` (vec at block 256, widest word first, then gather or
@@ -17,8 +17,9 @@ units being B*T times a count of heads (NH, 2*NH_KV, NH + 2*NH_KV or 3*NH: `HEAD
 head's words of `width` bytes unless the term counts heads (warp_per_head). The terms are read off
 the family's own `grid_terms` at probe shapes (`generic_kernel`), so a new layout-free family
 needs nothing here. A kernel serves where `align` bytes divide a head (its word; a RoPE pair at
-least) and, for a kernel of 32-bit indices (`index32`, naive), where its threads and the larger
-tensor (B, T, 3, NH, HD) stay below 2^31.
+least), for a kernel of 32-bit indices (`index32`, naive), where its threads and the larger
+tensor (B, T, 3, NH, HD) stay below 2^31, and for one whose warps hold whole heads (`warp`,
+warp_sum_runtime), where a head's words divide 32.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ from variants.rope_repkv_forward.rope import RopeFamily
 from variants.shape import INT32_MAX
 
 # Indices reach past 2^31 here, so every generic instantiation takes 64-bit ones (a kernel of
-# 32-bit indices only, naive, is named at _SMALL).
-_HUGE = Shape(1, 2**22, 8, 8, 128)
-_SMALL = Shape(1, 1, 8, 8, 128)
+# 32-bit indices only, naive, is named at _SMALL). HD 64: at most 32 words of any width a head,
+# which a warp of warp_sum_runtime holds.
+_HUGE = Shape(1, 2**23, 8, 8, 64)
+_SMALL = Shape(1, 1, 8, 8, 64)
 # Two layouts whose head counts NH, 2*NH_KV, NH + 2*NH_KV and 3*NH all differ, the second with
 # twice the HD: a grid term that doubles with HD counts words, else heads.
 _PROBE = Shape(1, 1, 8, 2, 64)
@@ -74,6 +76,7 @@ class GenericKernel:
     name_expression: str  # the 64-bit-index instantiation (naive: its only one)
     align: int = 0  # bytes that must divide a head (0: width)
     index32: bool = False  # 32-bit indices: threads and (B, T, 3, NH, HD) below 2^31
+    warp: bool = False  # a warp holds whole heads: a head's words divide 32 (`Family.warp_heads`)
 
     @property
     def config_key(self) -> str:
@@ -83,6 +86,8 @@ class GenericKernel:
         """Its grid for the shape, or None where it cannot serve it (a word that does not divide
         a head, or a grid past CUDA's limit)."""
         if (shape.HD * dtype.itemsize) % (self.align or self.width):
+            return None
+        if self.warp and 32 % (shape.HD * dtype.itemsize // self.width):
             return None
         grid = 0
         for term in self.terms:
@@ -126,7 +131,7 @@ def generic_kernel(config: Config, dtype: DType, op: Op | None = None) -> Generi
     align = max(width, 2 * dtype.itemsize) if isinstance(family, RopeFamily) else width
     block = family.geometry(_SMALL, dtype, config, 0).block
     terms = _terms(family, dtype, config, width)
-    return GenericKernel(config, width, block, terms, expression, align, index32)
+    return GenericKernel(config, width, block, terms, expression, align, index32, family.warp_heads)
 
 
 def op_generic_configs(op: Op, dtype: DType) -> list[Config]:
@@ -217,9 +222,9 @@ def render_shared() -> str:
         f"static const long long TOKENS_UPTO[{len(tokens)}] = {{{_bounds(tokens)}}};\n"
         "// grid = sum over its nterms terms of ceil(units / per_block), units = B*T times the heads of\n"
         f"// heads[i] ({heads}), times their words of `width` bytes where words[i]. It serves\n"
-        "// where `align` bytes divide a head and, index32, where its threads and (B, T, 3, NH, HD) stay\n"
-        "// below 2^31.\n"
-        f"struct Generic {{ int width, align, block, index32, nterms, heads[{MAX_TERMS}], "
+        "// where `align` bytes divide a head, index32, where its threads and (B, T, 3, NH, HD) stay\n"
+        "// below 2^31, and warp, where a head's words divide a warp's 32 lanes.\n"
+        f"struct Generic {{ int width, align, block, index32, warp, nterms, heads[{MAX_TERMS}], "
         f"words[{MAX_TERMS}]; long long per_block[{MAX_TERMS}]; }};\n"
     )
 
@@ -230,7 +235,7 @@ def _render_kernel(k: GenericKernel) -> str:
     words = ", ".join(str(int(t.words)) for t in terms)
     per_block = ", ".join(str(t.per_block) for t in terms)
     return (
-        f"{{{k.width}, {k.align or k.width}, {k.block}, {int(k.index32)}, {len(k.terms)}, "
+        f"{{{k.width}, {k.align or k.width}, {k.block}, {int(k.index32)}, {int(k.warp)}, {len(k.terms)}, "
         f"{{{heads}}}, {{{words}}}, {{{per_block}}}}} /* {k.config_key} */"
     )
 
@@ -239,7 +244,7 @@ def render_tables(table: FallbackTable) -> str:
     """One op's C tables: GENERIC[dtype][kernel] and CLASSES[dtype][nrep][HD][B*T class][try]."""
     width = max(len(k) for k in table.kernels.values())
     tries = max(len(table.tries(d, c)) for d in table.classes for c in cells()) + 1
-    empty = "{1, 1, 1, 0, 0, {0, 0}, {0, 0}, {1, 1}}"
+    empty = "{1, 1, 1, 0, 0, 0, {0, 0}, {0, 0}, {1, 1}}"
     n, h, t = (len(c) for c in (layout_rule.NREP_CLASSES, layout_rule.HD_CLASSES, layout_rule.TOKEN_CLASSES))
     kernel_rows, class_rows = [], []
     for name in variants.DTYPES:

@@ -109,6 +109,7 @@ inline Plan plan_generic(const Generic* generic, const int* tries, int itemsize,
     for (int i = 0; tries[i] >= 0; i++) {{
         const Generic& g = generic[tries[i]];
         if ((HD * itemsize) % g.align) continue;
+        if (g.warp && 32 % (HD * itemsize / g.width)) continue;
         long long grid = 0;
         for (int t = 0; t < g.nterms; t++) {{
             const long long heads[4] = {{NH, 2LL * NH_KV, (long long)NH + 2LL * NH_KV, 3LL * NH}};

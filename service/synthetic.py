@@ -42,6 +42,7 @@ FAMILY_EFFICIENCY = {
     "flat": 0.82,
     "split_runtime": 0.86,
     "warp_sum": 0.87,
+    "warp_sum_runtime": 0.86,
 }
 VEC_EFFICIENCY = {4: 0.72, 8: 0.9, 16: 1.0}
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)

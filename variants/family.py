@@ -150,9 +150,14 @@ class Family(abc.ABC):
     # The kernel reads the head layout (NH, NH_KV, HD) at run time: one instantiation serves every
     # layout, so the exported header can launch it for a layout nobody tuned.
     layout_free: bool = False
-    # the kernel is `<kernel_prefix>_<name>`, its template `<template_dir>/<name>.cu`
+    # A warp holds whole heads: a head's words must divide a warp's 32 lanes (the header checks it
+    # for a layout at run time, as `reject` does here).
+    warp_heads: bool = False
+    # the kernel is `<kernel_prefix>_<template_of or name>`, its template `<template_dir>/<...>.cu`
+    # (`template_of`: another family's template that this one instantiates otherwise)
     kernel_prefix: str = "repkv"
     template_dir: Path = HERE
+    template_of: str | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A concrete family must declare its class attributes (abstract ones may leave them)."""
@@ -181,12 +186,12 @@ class Family(abc.ABC):
 
     @property
     def template_path(self) -> Path:
-        return self.template_dir / f"{self.name}.cu"
+        return self.template_dir / f"{self.template_of or self.name}.cu"
 
     # --- derived ----------------------------------------------------------------------
     @property
     def kernel(self) -> str:
-        return f"{self.kernel_prefix}_{self.name}"
+        return f"{self.kernel_prefix}_{self.template_of or self.name}"
 
     @cached_property
     def source(self) -> str:

@@ -22,6 +22,7 @@ from variants.tile import FAMILY as TILE
 from variants.vec import FAMILY as VEC
 from variants.warp_per_head import FAMILY as WARP_PER_HEAD
 from variants.warp_sum import FAMILY as WARP_SUM
+from variants.warp_sum_runtime import FAMILY as WARP_SUM_RUNTIME
 
 
 def _reference(inputs: Sequence[Any], shape: Shape, positions: Any, xp: Any) -> Any:
@@ -39,7 +40,10 @@ OP = Op(
     inputs=(Operand("dout", "(B, T, 3, NH, HD)", token_elements=lambda s: 3 * s.NH * s.HD),),
     families={
         f.name: f
-        for f in (NAIVE, GATHER, VEC, WARP_PER_HEAD, SPLIT, TILE, BULK, FLAT, SPLIT_RUNTIME, WARP_SUM)
+        for f in (
+            *(NAIVE, GATHER, VEC, WARP_PER_HEAD, SPLIT, TILE, BULK, FLAT),
+            *(SPLIT_RUNTIME, WARP_SUM, WARP_SUM_RUNTIME),
+        )
     },
     baseline=Config.of("naive", **BASELINE_PARAMS),
     reference=_reference,

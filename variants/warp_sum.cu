@@ -1,6 +1,7 @@
 // warp_sum: split's query-copy blocks, and K/V groups each summed by one warp reading its
 // replicas as one contiguous run, for large nrep (MQA) at small HD. HDV (words per head, a
-// divisor of 32) and NREP are compile-time constants.
+// divisor of 32) and NREP are compile-time constants, or read from the layout at run time where
+// both template arguments are 0 (warp_sum_runtime: one kernel for every layout).
 //
 // Copy blocks (as split.cu): q runs over (token, h < NH, d < HDV), the same offset
 // off = q % (NH*HDV) in the token's dout row (3*NH*HDV words) and dinp row (heads_in*HDV
@@ -14,13 +15,16 @@
 // d then add their sums by shuffles (xor HDV, 2*HDV, ..., 16), and lanes l < HDV store word
 // (token, NH + j, l). Where a thread of `split` loads NREP words HDV apart (a warp load touches
 // 32/HDV separate runs), a warp here streams the group's bytes in order.
-template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int BLOCK, int TAIL, int LOAD, int STORE, typename I>
+template <typename T, int VEC_BYTES, int HDV_C, int NREP_C, int ITEMS, int BLOCK, int TAIL, int LOAD, int STORE, typename I>
 __global__ void __launch_bounds__(BLOCK, 1) repkv_warp_sum(T* dinp, const T* dout, int B, int T_, int NH, int NH_KV, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
-    static_assert(32 % HDV == 0 && BLOCK % 32 == 0, "a warp holds whole heads, a block whole warps");
-    constexpr int RUN = NREP * HDV;              // words of one K/V group's replicas
-    constexpr int LOADS = (RUN + 31) / 32;       // of them, per lane
+    static_assert(32 % (HDV_C ? HDV_C : 32) == 0 && BLOCK % 32 == 0, "a warp holds whole heads, a block whole warps");
+    // HDV_C, NREP_C 0 (warp_sum_runtime): the layout's, read at run time, where a head's words divide 32
+    const int HDV = HDV_C ? HDV_C : HD * int(sizeof(T)) / VEC_BYTES;
+    const int NREP = NREP_C ? NREP_C : NH / NH_KV;
+    const int RUN = NREP * HDV;    // words of one K/V group's replicas
+    const int LOADS = (RUN + 31) / 32;  // of them, per lane
     const W* src = reinterpret_cast<const W*>(dout);
     W* dst = reinterpret_cast<W*>(dinp);
     const I tokens = I(B) * T_;

@@ -43,6 +43,7 @@ def warp_reject(shape: Shape, dtype: DType, vec_bytes: int) -> str | None:
 class WarpSum(Family):
     name = "warp_sum"
     doc = "Q-copy blocks; a warp per K/V group reads its replicas as one run, sums by shuffles"
+    warp_heads = True
     params = (
         # 32 holds one warp, too few for the copy blocks; 1024 caps a thread at 64 registers
         Param("block", BLOCK_SIZES[1:-1], "threads per block (a template argument)"),
@@ -52,7 +53,7 @@ class WarpSum(Family):
         Param("store", STORE_HINTS, "global store: plain or __stcs"),
         # a reduce warp's loads are LOADS/ITEMS round trips in a row: copy blocks run last keep
         # the GPU busy while the last reduce blocks drain (docs/ops.md, "The reduce blocks' tail")
-        Param("tail", (0, 1, 2, 4), "eighths of the copy blocks run after every reduce block", earlier_rows=0),
+        Param("tail", (0, 1, 2, 4), "eighths of the copy blocks run after the reduce blocks", earlier_rows=0),
     )
 
     def vector_rule(self, shape: Shape, dtype: DType, vec_bytes: int) -> str | None:

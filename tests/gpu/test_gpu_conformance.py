@@ -105,6 +105,7 @@ HUGE_CONFIGS = [
     Config.of("bulk", block=128, groups=2, stages=3, blocks_per_sm=2, l2="evict_first"),
     Config.of("flat", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
     Config.of("warp_sum", block=256, vec_bytes=16, items=4, load="ldcs", store="plain", tail=4),
+    Config.of("warp_sum_runtime", block=256, vec_bytes=16, items=4, load="ldcs", store="plain", tail=2),
 ]
 
 
@@ -120,7 +121,7 @@ def test_more_than_2_31_elements_in_bf16(session, config: Config) -> None:
 
 SAMPLED_CASES = [
     pytest.param(shape, DTYPES[dtype], config, id=f"{name}-{dtype}-{config.key}")
-    for family in ("bulk", "tile", "flat", "split_runtime", "warp_sum")
+    for family in ("bulk", "tile", "flat", "split_runtime", "warp_sum", "warp_sum_runtime")
     for name, shape in SHAPES.items()
     for dtype in DTYPES
     for config in random.Random(f"{family}-{name}-{dtype}").sample(
@@ -142,15 +143,16 @@ def test_sampled_configurations_of_the_many_parameter_families(
     assert result.ok, result.summary()
 
 
+@pytest.mark.parametrize("family", ["warp_sum", "warp_sum_runtime"])
 @pytest.mark.parametrize("tail", [1, 2, 4])
 @pytest.mark.parametrize(
     "shape", [SHAPES["nhkv1"], Shape(1, 3, 5, 1, 64), Shape(3, 7, 71, 1, 64)], ids=lambda s: s.key
 )
-def test_warp_sum_with_its_copy_blocks_last(session, shape: Shape, tail: int) -> None:
+def test_warp_sum_with_its_copy_blocks_last(session, shape: Shape, tail: int, family: str) -> None:
     """`tail` reorders the blocks: every copy and reduce block still runs once, down to a few
-    copy blocks where TAIL/8 of them rounds to none."""
+    copy blocks where TAIL/8 of them rounds to none (the layout compiled in or read at run time)."""
     for dtype in DTYPES.values():
-        configs = [c for c in FAMILIES["warp_sum"].valid_configs(shape, dtype) if c.values["tail"] == tail]
+        configs = [c for c in FAMILIES[family].valid_configs(shape, dtype) if c.values["tail"] == tail]
         for config in random.Random(f"{shape}-{dtype.name}-{tail}").sample(configs, k=min(4, len(configs))):
             result = session.run_checked(shape, dtype, session.launcher(shape, dtype, config))
             assert result.ok, f"{config.key} {dtype.name}: {result.summary()}"

@@ -42,7 +42,7 @@ def sample(op: Op, shape: Shape, dtype: DType) -> list[Config]:
     picked: list[Config] = []
     for family in op.families.values():
         valid = family.valid_configs(shape, dtype)
-        for axis in ("block", "vec_bytes", "words", "group", "items", "kv_items"):
+        for axis in ("block", "vec_bytes", "words", "group", "items", "kv_items", "tail"):
             for value in sorted({c.values[axis] for c in valid if axis in c.values}):
                 choice = rng.choice([c for c in valid if c.values[axis] == value])
                 if choice not in picked:
@@ -95,6 +95,7 @@ HUGE_CONFIGS = (
     Config.of("split_runtime", block=256, vec_bytes=16, items=4, kv_items=2, load="ldcs", store="stcs"),
     Config.of("rotate_runtime", block=256, vec_bytes=16, words=2, load="ldcs", store="stcs"),
     Config.of("warp_sum", block=256, vec_bytes=16, items=4, load="ldcs", store="stcs", tail=4),
+    Config.of("warp_sum_runtime", block=256, vec_bytes=16, items=4, load="ldcs", store="stcs", tail=2),
 )
 
 

@@ -191,6 +191,30 @@ def test_every_layout_free_configuration_has_the_grid_its_family_launches(op_nam
         generic_kernel(next(iter(compiled.space())), variants.DTYPES["bf16"], op)
 
 
+@pytest.mark.parametrize("op_name", ["repkv_backward", "repkv_rope_backward"])
+def test_a_warp_sum_runtime_kernel_serves_where_a_heads_words_divide_a_warp(op_name: str) -> None:
+    """warp_sum_runtime reads the layout at run time, but a warp still holds whole heads: the
+    dispatcher's `warp` check refuses a layout whose head is not a divisor of 32 words."""
+    op = variants.get_op(op_name)
+    family = op.family("warp_sum_runtime")
+    shapes = [Shape(2, 9, 48, 1, 128), Shape(2, 9, 71, 1, 64), Shape(2, 9, 8, 1, 256), Shape(2, 9, 24, 2, 96)]
+    shapes += [Shape(2, 9, 16, 1, 80), Shape(2, 9, 8, 8, 32), Shape(2, 9, 10, 1, 8)]
+    refused = 0
+    for name, dtype in variants.DTYPES.items():
+        for config in random.Random(op_name).sample(list(family.space()), 16):
+            if family.rejection(_PROBE, dtype, config):
+                continue
+            kernel = generic_kernel(config, dtype, op)
+            assert kernel.warp
+            for shape in shapes:
+                served = family.rejection(shape, dtype, config) is None
+                assert (kernel.grid(shape, dtype) is not None) == served, (config.key, name, shape)
+                words = shape.HD * dtype.itemsize // kernel.width
+                refused += not served and (shape.HD * dtype.itemsize) % kernel.width == 0 and 32 % words != 0
+    assert refused  # HD 96 and 80 in 16-byte words: 12 and 10 words a head
+    assert not generic_kernel(next(iter(op.family("split_runtime").space())), variants.DTYPES["bf16"], op).warp
+
+
 def test_repkv_backward_copies_where_nothing_is_replicated() -> None:
     """NH == NH_KV: dinp is dout element for element, so the entry point copies on the stream."""
     text = render_header(export_header(multi_op_index(), "h100"))
@@ -218,7 +242,8 @@ def test_shared_helper_code_is_emitted_once_and_kernel_names_are_distinct() -> N
     families = [f for op in variants.OPS.values() for f in op.families.values()]
     everything = kernel_sources(families)
     assert everything.count("rope_word(typename") == 1  # rope.cuh's definition, once
-    assert sorted(KERNEL.findall(everything)) == sorted(f.kernel for f in families)
+    # a family instantiating another's template (warp_sum_runtime) shares its kernel and file
+    assert sorted(KERNEL.findall(everything)) == sorted({f.kernel for f in families})
     assert everything.index("struct Vec {") < everything.index("rope_rotate")
     assert ROPE_HEADER.read_text().splitlines()[0] in everything
 

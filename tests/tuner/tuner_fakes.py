@@ -41,6 +41,7 @@ _FAMILY_FACTOR = {
     "flat": 1.03,
     "split_runtime": 1.02,
     "warp_sum": 1.015,
+    "warp_sum_runtime": 1.018,
 }
 _BLOCK_FACTOR = {32: 1.35, 64: 1.12, 128: 1.03, 256: 1.0, 512: 1.02, 1024: 1.07}
 

@@ -65,7 +65,7 @@ def test_launch_and_grid_terms_agree_and_cover_the_output(op, family) -> None:
                     assert q_blocks + kv_blocks == launch.grid
                     checked += 1
                     continue
-                if family.name == "warp_sum":  # query-word blocks, then a warp per K/V group
+                if family.warp_heads:  # query-word blocks, then a warp per K/V group
                     q_blocks, kv_blocks = family.blocks(shape, dtype, p)
                     hdv = shape.HD * dtype.itemsize // p["vec_bytes"]
                     q_per_block, warps = launch.block * p["items"], launch.block // 32
@@ -115,7 +115,7 @@ def test_rejections(op, family) -> None:
         assert family.rejection(Shape(8, 1024, 32, 8, 128), bf16, config) is None
         assert "odd" in family.rejection(odd, bf16, config)
         return
-    if family.name == "warp_sum":  # a head's words must divide a warp's 32 lanes
+    if family.warp_heads:  # a head's words must divide a warp's 32 lanes
         for config in family.space():
             vec_bytes = config.values["vec_bytes"]
             hd10 = family.rejection(Shape(2, 3, 4, 2, 10), fp32, config)  # 5 words of 8 bytes

@@ -28,7 +28,9 @@ PUBLIC_API = {
     "grid_terms",
     "min_compute_capability",
     "layout_free",
+    "warp_heads",
     "template_path",
+    "template_of",
     "kernel_prefix",
     "template_dir",
     # derived

@@ -31,7 +31,16 @@ from variants.dtypes import DType
 from variants.family import Config
 from variants.op import Op, Operand
 from variants.reference import reference as repkv_backward_reference
-from variants.repkv_rope_backward import flat, naive, rotate_runtime, split, split_runtime, vec, warp_sum
+from variants.repkv_rope_backward import (
+    flat,
+    naive,
+    rotate_runtime,
+    split,
+    split_runtime,
+    vec,
+    warp_sum,
+    warp_sum_runtime,
+)
 from variants.rope_repkv_forward.rope import cos_sin, freqs_cis, rope_shape_rule, rotate
 from variants.shape import Shape
 
@@ -77,7 +86,7 @@ OP = Op(
     ),
     families={
         module.FAMILY.name: module.FAMILY
-        for module in (naive, vec, flat, split, split_runtime, rotate_runtime, warp_sum)
+        for module in (naive, vec, flat, split, split_runtime, rotate_runtime, warp_sum, warp_sum_runtime)
     },
     baseline=Config.of("naive", **naive.BASELINE_PARAMS),
     baseline_name="naive",

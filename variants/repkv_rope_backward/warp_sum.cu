@@ -4,15 +4,19 @@
 // lanes by shuffles (xor HDV, ..., 16), and rotates the sum back once if j < NH_KV (k, not v);
 // lanes l < HDV store word (token, NH + j, l). A query word (token, h, d) is rotated back alone.
 // The position is t = token % T_, its freqs_cis word t*HDV + d; each word is rounded once.
-// HDV and NREP are compile-time constants; a thread keeps ITEMS loads in flight.
-template <typename T, int VEC_BYTES, int HDV, int NREP, int ITEMS, int BLOCK, int TAIL, int LOAD, int STORE, typename I>
+// HDV and NREP are compile-time constants (0: read at run time, warp_sum_runtime); a thread keeps
+// ITEMS loads in flight.
+template <typename T, int VEC_BYTES, int HDV_C, int NREP_C, int ITEMS, int BLOCK, int TAIL, int LOAD, int STORE, typename I>
 __global__ void __launch_bounds__(BLOCK, 1) repkv_rope_backward_warp_sum(T* dinp, const T* dout, const T* freqs_cis,
                                                                       int B, int T_, int NH, int NH_KV, int HD) {
     using V = Vec<T, VEC_BYTES>;
     using W = typename V::W;
-    static_assert(32 % HDV == 0 && BLOCK % 32 == 0, "a warp holds whole heads, a block whole warps");
-    constexpr int RUN = NREP * HDV;              // words of one K/V group's replicas
-    constexpr int LOADS = (RUN + 31) / 32;       // of them, per lane
+    static_assert(32 % (HDV_C ? HDV_C : 32) == 0 && BLOCK % 32 == 0, "a warp holds whole heads, a block whole warps");
+    // HDV_C, NREP_C 0 (warp_sum_runtime): the layout's, read at run time, where a head's words divide 32
+    const int HDV = HDV_C ? HDV_C : HD * int(sizeof(T)) / VEC_BYTES;
+    const int NREP = NREP_C ? NREP_C : NH / NH_KV;
+    const int RUN = NREP * HDV;    // words of one K/V group's replicas
+    const int LOADS = (RUN + 31) / 32;  // of them, per lane
     const W* src = reinterpret_cast<const W*>(dout);
     const W* freqs = reinterpret_cast<const W*>(freqs_cis);
     W* dst = reinterpret_cast<W*>(dinp);

@@ -13,9 +13,13 @@ from service.api.models import ErrorBody
 
 router = APIRouter(tags=["kernels"])
 
-# Every op's families: /best links each answer's source here, whichever op it answered for.
+# Every op's templates: /best links each answer's source here, whichever op it answered for. A
+# family instantiating another's template (warp_sum_runtime) shares its source and its hash.
 SOURCES: dict[str, tuple[str, variants.Family]] = {
-    family.source_hash: (op.name, family) for op in variants.OPS.values() for family in op.families.values()
+    family.source_hash: (op.name, family)
+    for op in variants.OPS.values()
+    for family in op.families.values()
+    if family.template_of is None
 }
 
 

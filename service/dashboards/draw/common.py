@@ -34,6 +34,7 @@ FAMILY_COLORS = {
     "rotate_runtime": "#8CD17D",  # the fused backward at nrep 1, layout read at run time
     "replicate": "#72B7B2",  # the forward ops'
     "warp_sum": "#00A6D6",  # a warp per K/V group (the backward ops at large nrep)
+    "warp_sum_runtime": "#005F73",  # warp_sum's layout read at run time
 }
 # One colour per GPU, by its place among the store's GPUs (data.gpu_order): dark and
 # saturated, apart from the families' colours. dtypes are told apart by symbol.
