@@ -127,6 +127,10 @@ class Family(abc.ABC):
       0, any; a GPU session leaves out the families its device is too old for);
     - `layout_free`: True where the kernel reads the head layout at run time, so one
       instantiation serves any layout (optional; the header's choices for untuned layouts);
+    - `warp_heads`: True where a warp holds whole heads, so a head's words must divide 32
+      (optional; the header checks it before launching a layout-free kernel);
+    - `template_of`: another family's name, whose template and kernel this one instantiates
+      with other template arguments (optional; warp_sum_runtime is warp_sum's);
     - `template_path`: override only for a template kept outside `variants/` (tests do).
 
     What callers use (derived, not overridden; the methods that take a `Config` check it
