@@ -18,7 +18,7 @@ from results.schema import STATUSES, ops_of
 from results.store import to_table
 from service.api import export
 from service.api.deps import DTypeFilter, GpuQuery, IndexDep, OpFilter, fold_case
-from service.api.errors import ERROR_RESPONSES, unprocessable
+from service.api.errors import ERROR_RESPONSES, NotFound, unprocessable
 from service.api.middleware import is_head
 from service.api.models import ResultsPage
 from variants.shape import MAX_DIM
@@ -114,10 +114,13 @@ def results(
     all of them unless `limit` asks for a page (then `offset` pages on; the `Link` header and
     the JSON's `next` give the next page's URL). JSON shows non-finite times as null; CSV and
     parquet keep them. Integer columns stay integers in every format (null where unset). Every
-    row names its op (`op`, in every format); `op` keeps one op's rows (default: every op's)."""
+    row names its op (`op`, in every format); `op` keeps one op's rows (default: every op's).
+    A GPU with no rows at all is a 404 naming the GPUs that have some."""
     if op is not None and family is not None and family not in variants.get_op(op).families:
         names = ", ".join(variants.get_op(op).families)
         raise unprocessable("family", f"{family} is not a family of {op}; its families: {names}", family)
+    if gpu is not None and gpu not in index.gpus:  # a typo is not "no rows": /shapes answers it so too
+        raise NotFound(f"no results for GPU {gpu!r}", sorted(index.gpus))
     filters = {
         "gpu": gpu,
         "op": op,

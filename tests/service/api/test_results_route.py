@@ -35,7 +35,16 @@ def test_json_rows_with_filters_and_limit(client: TestClient) -> None:
 def test_filter_on_family_and_status(client: TestClient) -> None:
     body = client.get("/results", params={"family": "naive", "status": "ok"}).json()
     assert body["total"] == 2 and all(r["family"] == "naive" for r in body["rows"])
-    assert client.get("/results", params={"gpu": "nowhere"}).json()["total"] == 0
+
+
+def test_a_gpu_without_rows_is_404_naming_the_gpus_with_rows(client: TestClient) -> None:
+    """It was a 200 with no rows, where /shapes answered the same label with a 404."""
+    r = client.get("/results", params={"gpu": "nowhere"})
+    assert r.status_code == 404, r.text
+    assert r.json() == {"detail": "no results for GPU 'nowhere'", "available": ["h100", "h200", "l4"]}
+    assert client.get("/shapes", params={"gpu": "nowhere"}).status_code == 404
+    no_match = client.get("/results", params={"gpu": "h100", "B": 3}).json()
+    assert no_match["total"] == 0  # a known GPU with no matching row is still an empty page
 
 
 def test_a_family_of_another_op_is_refused_naming_the_ops_families(client: TestClient) -> None:
@@ -203,7 +212,7 @@ def test_strings_are_escaped_in_json(tmp_path: Path) -> None:
 
 
 def test_an_empty_selection_is_a_valid_empty_export(client: TestClient) -> None:
-    params = {"gpu": "nowhere"}
+    params = {"gpu": "h100", "B": 3}
     assert client.get("/results", params=params).json() == {
         "total": 0,
         "returned": 0,
