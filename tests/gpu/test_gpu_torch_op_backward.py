@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from torch_op_helpers import DTYPES, SHAPES, TOLERANCE
+from torch_op_helpers import DTYPES, SHAPES, TOLERANCE, bundled_rows_gpu
 
 torch = pytest.importorskip("torch")
 
@@ -64,9 +64,12 @@ def test_a_view_at_an_odd_offset_is_copied_and_an_odd_out_refused() -> None:
         torch.ops.repkv_tune.repkv_backward_out(dout, 2, out)
 
 
-def test_a_tuned_shape_is_served_exactly() -> None:
+def test_a_tuned_shape_is_served_exactly_on_its_gpu_and_raced_on_another() -> None:
     key, how, race = served((8, 1024, 32, 8, 128), torch.bfloat16)
-    assert how == "exact" and not race, key
+    if bundled_rows_gpu():
+        assert how == "exact" and not race, key
+    else:  # another GPU's winner is a candidate, not an answer
+        assert how == "raced" and len(race) >= 2, (key, how)
 
 
 def test_an_untuned_shape_races_its_shortlist_and_keeps_the_fastest() -> None:
@@ -132,6 +135,8 @@ def test_torch_compile_fullgraph() -> None:
 
 def test_the_op_serves_shapes_tuned_fed_their_fed_winner_unless_repkv_l2_is_cold(tmp_path: Path) -> None:
     """REPKV_L2 is read at import: a fresh interpreter for each setting."""
+    if not bundled_rows_gpu():
+        pytest.skip("the bundled rows are the H200's: on another GPU the op races, whatever REPKV_L2 says")
     import os
     import subprocess
     import sys
