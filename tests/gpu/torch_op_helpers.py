@@ -15,9 +15,6 @@ TOLERANCE = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 1.6e-2), torch.
 def bundled_rows_gpu() -> bool:
     """Whether this CUDA device is the GPU the bundled rows were measured on (the H200): only
     there is a tuned shape served exactly; elsewhere the op races the configurations it borrows."""
-    from tuner.run.gpus import InvalidGpuLabel, default_label
+    from tuner.run.gpus import label_matches
 
-    try:
-        return default_label(torch.cuda.get_device_name(0)) == "h200"
-    except InvalidGpuLabel:
-        return False
+    return label_matches("h200", torch.cuda.get_device_name(0))
