@@ -15,7 +15,9 @@ rule instead asks how each configuration fared across the store's nearest tuned 
                 measured at a neighbour its slow-down is taken as UNMEASURED, or as its
                 family's best slow-down there where that is worse (a family that ran 2x behind
                 at MQA is not assumed 1.1x behind for a configuration the tuner skipped)
-    served      the candidates that can serve the requested shape, lowest score first
+    served      the candidates that can serve the requested shape, lowest score first;
+                for an MQA shape of an op that sums replicas, the class rule's picks first
+                (`serving_rank`)
 
 A configuration that ran within a few per cent of the optimum everywhere near beats one that
 won one group and was never tried elsewhere. Pure: a function of the index, cached by the
@@ -205,3 +207,16 @@ def class_groups(groups: Sequence[TunedGroup], cell: Cell) -> list[TunedGroup]:
     if not same:
         same = [g for g in groups if class_of(g.shape)[0] == cell[0]]
     return same or list(groups)
+
+
+def serving_rank(groups: Sequence[TunedGroup], shape: Shape, dtype: DType) -> list[Scored]:
+    """What serves a head layout nobody tuned, in the order tried: `rank`'s candidates, after
+    the class rule's CLASS_PICKS (`class_rank` at the shape) for an MQA shape of an op that
+    sums replicas. There a neighbour's winner that summed 8-48 replicas well often sums 71
+    badly, and the class rule, fitted on the layout-free kernels of the class, held the worst
+    case lower when each layout was left out of the H200 store (docs/untuned.md;
+    `tests/results/test_layout_rule.py` checks the bundled store still says so)."""
+    ranked = rank(groups, shape, dtype)
+    if not (shape.NH_KV == 1 and shape.nrep > 1 and ranked and variants.get_op(ranked[0].group.op).sums_replicas):
+        return ranked
+    return [*class_rank(groups, shape, dtype)[:CLASS_PICKS], *ranked]

@@ -19,8 +19,9 @@ skipped, then the next tuned shape is tried. The answer carries the tuned shape 
 from and its distance.
 
 A head layout never tuned in the requested dtype (no tier 0) is first served by the layout
-rule (`results.layout_rule`): the configuration that ran closest to the optimum across the
-nearest tuned groups, from the group that measured it best; the ranking above follows it.
+rule (`results.layout_rule.serving_rank`): the configuration that ran closest to the optimum
+across the nearest tuned groups, from the group that measured it best; the ranking above
+follows it.
 
 Across GPUs, `source_gpus` is the one fallback policy: a GPU is answered from its own
 results; a GPU without any from the other GPUs' only where the caller asks for that.
@@ -121,7 +122,12 @@ def serving(
 
 
 def _by_layout_rule(groups: list[TunedGroup], shape: Shape, dtype: DType) -> Iterator[Choice]:
-    for scored in layout_rule.rank(groups, shape, dtype):
+    yield from _scored_choices(layout_rule.serving_rank(groups, shape, dtype), shape, dtype)
+
+
+def _scored_choices(ranked: Iterable[layout_rule.Scored], shape: Shape, dtype: DType) -> Iterator[Choice]:
+    """The layout rule's scored configurations as answers for (shape, dtype), those that serve it."""
+    for scored in ranked:
         recipe = build_recipe(scored.candidate, shape, dtype)
         if not isinstance(recipe, Recipe):
             continue
@@ -171,13 +177,19 @@ def shortlist(
     twice), distinct configurations only. An exact match is the whole list: it was measured
     there; a partial one (`TunedGroup.partial`: one family searched) leads the nearest shapes'
     picks. Where the head layout was never tuned in the dtype, UNTUNED_LAYOUT_SIZE
-    configurations (at least `size`), at most UNTUNED_LAYOUT_FAMILY_CAP of each family."""
+    configurations (at least `size`), at most UNTUNED_LAYOUT_FAMILY_CAP of each family, then
+    the class rule's picks at the shape that are not among them (what the exported header
+    would launch for such a layout, or near it: the race is never behind the header's rule)."""
     for label in source_gpus(index, gpu, other_gpus):
         groups = index.groups_of(label)
         cap = None
         if not layout_tuned(groups, shape, dtype):
             size, cap = max(size, UNTUNED_LAYOUT_SIZE), UNTUNED_LAYOUT_FAMILY_CAP
         found = nearest_choices(groups, shape, dtype, size, per_group, distinct_families=True, family_cap=cap)
+        if cap is not None:
+            keys = {c.candidate.config_key for c in found}
+            classed = layout_rule.class_rank(groups, shape, dtype)[: layout_rule.CLASS_PICKS]
+            found += [c for c in _scored_choices(classed, shape, dtype) if c.candidate.config_key not in keys]
         if found:
             found = [as_served_on(gpu, choice) for choice in found]
             return found[:1] if found[0].match == "exact" else found

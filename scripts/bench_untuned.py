@@ -110,7 +110,8 @@ def main() -> int:
         "--explore",
         type=int,
         default=0,
-        help="also time the first N configurations the rule would serve, at most 2 of a family "
+        help="also time the first N configurations the rule would serve, at most 3 of a tuned group "
+        "and 4 of a family "
         "(column explored: every timed configuration's ms, to weigh other shortlists offline)",
     )
     args = parser.parse_args()
@@ -144,7 +145,7 @@ def main() -> int:
             header = header_choice(header_table, shape, dtype, op.name)
             stored_best = select(index, args.gpu, shape, dtype) if args.hold_out else None
             explored = nearest_choices(
-                planned.groups_of(args.gpu), shape, dtype, args.explore, 2, family_cap=2
+                planned.groups_of(args.gpu), shape, dtype, args.explore, 3, family_cap=4
             )
             plans[(shape, name)] = (
                 served.candidate.config,

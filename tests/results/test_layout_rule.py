@@ -162,3 +162,26 @@ def test_an_untuned_mqa_layout_of_a_forward_op_is_guided_by_every_group() -> Non
     index = _mqa_store("repkv_forward", "vec", VEC16, "flat", flat)
     neighbours = layout_rule.neighbours(index.groups_of("g"), Shape(1, 1024, 48, 1, 128), BF16)
     assert len(neighbours) == 5
+
+
+
+def test_an_untuned_mqa_layout_of_a_summing_op_is_served_the_class_rules_pick_first() -> None:
+    """Two MQA groups: `split` (its kernel compiles the layout in) won the nearer one and ran 1%
+    behind at the other, so the neighbour rule picks it; the class rule, among the layout-free
+    families, picks warp_per_head (1% behind, then first). The class rule's picks lead."""
+    rows, number = [], 0
+    for shape, split_time in ((Shape(1, 2048, 71, 1, 64), 0.99), (Shape(4, 1024, 8, 1, 256), 1.04)):
+        rows.append(trial("g", shape, "bf16", "split", SPLIT16, split_time, number=number))
+        rows.append(trial("g", shape, "bf16", "warp_per_head", WPH, 1.00 + number / 100, number=number + 1))
+        rows.append(trial("g", shape, "bf16", "vec", VEC16, 1.02 + number / 100, number=number + 2))
+        number += 3
+    groups = build_index(pd.DataFrame(rows)).groups_of("g")
+    untuned = Shape(1, 2048, 48, 1, 128)
+    assert layout_rule.rank(groups, untuned, BF16)[0].candidate.config.family == "split"
+    served = layout_rule.serving_rank(groups, untuned, BF16)
+    assert [s.candidate.config.family for s in served[: layout_rule.CLASS_PICKS]] == ["warp_per_head", "vec"]
+    assert served[layout_rule.CLASS_PICKS].candidate.config.family == "split"  # the neighbour rule's after
+    assert select(build_index(pd.DataFrame(rows)), "g", untuned, BF16).candidate.config.family == "warp_per_head"
+    # a GQA layout is served by the neighbour rule alone
+    gqa = Shape(1, 2048, 32, 8, 128)
+    assert layout_rule.serving_rank(groups, gqa, BF16) == layout_rule.rank(groups, gqa, BF16)

@@ -207,3 +207,26 @@ def test_a_layout_nobody_tuned_races_more_configurations_and_more_families() -> 
     assert len({c.candidate.config_key for c in listed}) == len(listed)
     same_layout = variants.Shape(2, 640, 32, 8, 128)
     assert len(shortlist(index, "h100", same_layout, BF16)) == 4
+
+
+def test_an_untuned_layout_races_the_class_rules_picks_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The class rule's picks at the shape (what the header's rule would launch) join the race
+    of a layout nobody tuned where the nearest shapes' picks left them out."""
+    from results import layout_rule
+
+    monkeypatch.setattr(selection, "UNTUNED_LAYOUT_SIZE", 1)
+    rows = [
+        trial("h100", shape, "bf16", family, params, time, number=n)
+        for n, (shape, family, params, time) in enumerate(
+            (shape, family, params, base + i / 100)
+            for i, shape in enumerate((S1, S2))
+            for family, params, base in (("split", SPLIT16, 0.10), ("vec", VEC16, 0.11), ("gather", GATHER, 0.12))
+        )
+    ]
+    index = build_index(pd.DataFrame(rows))
+    untuned = variants.Shape(2, 640, 48, 8, 128)
+    classed = layout_rule.class_rank(index.groups_of("h100"), untuned, BF16)[: layout_rule.CLASS_PICKS]
+    listed = [c.candidate.config_key for c in shortlist(index, "h100", untuned, BF16, size=1)]
+    assert listed[0] == select(index, "h100", untuned, BF16).candidate.config_key
+    assert len(classed) == 2 and all(s.candidate.config_key in listed for s in classed)
+    assert len(listed) == len(set(listed)) == 3  # split (served), then vec and gather (layout-free)
