@@ -212,11 +212,13 @@ def class_groups(groups: Sequence[TunedGroup], cell: Cell) -> list[TunedGroup]:
 def serving_rank(groups: Sequence[TunedGroup], shape: Shape, dtype: DType) -> list[Scored]:
     """What serves a head layout nobody tuned, in the order tried: `rank`'s candidates, after
     the class rule's CLASS_PICKS (`class_rank` at the shape) for an MQA shape of an op that
-    sums replicas. There a neighbour's winner that summed 8-48 replicas well often sums 71
-    badly, and the class rule, fitted on the layout-free kernels of the class, held the worst
-    case lower when each layout was left out of the H200 store (docs/untuned.md;
-    `tests/results/test_layout_rule.py` checks the bundled store still says so)."""
+    sums replicas. There a neighbour's winner that summed 8-48 replicas well can sum 71 badly:
+    on the H200 hold-out runs of the four MQA layouts the neighbour rule's pick ran up to 1.13x
+    (repkv_backward) and 1.18x (repkv_rope_backward) behind a tuning, the class rule's, fitted on
+    the layout-free kernels of the class, up to 1.07x and 1.09x (docs/untuned.md)."""
     ranked = rank(groups, shape, dtype)
-    if not (shape.NH_KV == 1 and shape.nrep > 1 and ranked and variants.get_op(ranked[0].group.op).sums_replicas):
+    if not (
+        shape.NH_KV == 1 and shape.nrep > 1 and ranked and variants.get_op(ranked[0].group.op).sums_replicas
+    ):
         return ranked
     return [*class_rank(groups, shape, dtype)[:CLASS_PICKS], *ranked]

@@ -212,7 +212,9 @@ def test_a_warp_sum_runtime_kernel_serves_where_a_heads_words_divide_a_warp(op_n
                 words = shape.HD * dtype.itemsize // kernel.width
                 refused += not served and (shape.HD * dtype.itemsize) % kernel.width == 0 and 32 % words != 0
     assert refused  # HD 96 and 80 in 16-byte words: 12 and 10 words a head
-    assert not generic_kernel(next(iter(op.family("split_runtime").space())), variants.DTYPES["bf16"], op).warp
+    assert not generic_kernel(
+        next(iter(op.family("split_runtime").space())), variants.DTYPES["bf16"], op
+    ).warp
 
 
 def test_repkv_backward_copies_where_nothing_is_replicated() -> None:

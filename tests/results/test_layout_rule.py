@@ -164,7 +164,6 @@ def test_an_untuned_mqa_layout_of_a_forward_op_is_guided_by_every_group() -> Non
     assert len(neighbours) == 5
 
 
-
 def test_an_untuned_mqa_layout_of_a_summing_op_is_served_the_class_rules_pick_first() -> None:
     """Two MQA groups: `split` (its kernel compiles the layout in) won the nearer one and ran 1%
     behind at the other, so the neighbour rule picks it; the class rule, among the layout-free
@@ -181,7 +180,9 @@ def test_an_untuned_mqa_layout_of_a_summing_op_is_served_the_class_rules_pick_fi
     served = layout_rule.serving_rank(groups, untuned, BF16)
     assert [s.candidate.config.family for s in served[: layout_rule.CLASS_PICKS]] == ["warp_per_head", "vec"]
     assert served[layout_rule.CLASS_PICKS].candidate.config.family == "split"  # the neighbour rule's after
-    assert select(build_index(pd.DataFrame(rows)), "g", untuned, BF16).candidate.config.family == "warp_per_head"
+    assert (
+        select(build_index(pd.DataFrame(rows)), "g", untuned, BF16).candidate.config.family == "warp_per_head"
+    )
     # a GQA layout is served by the neighbour rule alone
     gqa = Shape(1, 2048, 32, 8, 128)
     assert layout_rule.serving_rank(groups, gqa, BF16) == layout_rule.rank(groups, gqa, BF16)

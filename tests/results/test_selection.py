@@ -220,7 +220,11 @@ def test_an_untuned_layout_races_the_class_rules_picks_too(monkeypatch: pytest.M
         for n, (shape, family, params, time) in enumerate(
             (shape, family, params, base + i / 100)
             for i, shape in enumerate((S1, S2))
-            for family, params, base in (("split", SPLIT16, 0.10), ("vec", VEC16, 0.11), ("gather", GATHER, 0.12))
+            for family, params, base in (
+                ("split", SPLIT16, 0.10),
+                ("vec", VEC16, 0.11),
+                ("gather", GATHER, 0.12),
+            )
         )
     ]
     index = build_index(pd.DataFrame(rows))
