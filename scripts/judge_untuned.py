@@ -1,0 +1,173 @@
+"""The current rule judged on recorded hold-out runs, without a GPU: for every group that a
+`bench_untuned.py --hold-out` run timed, what `/best` (`results.selection.select`), the header
+(`bench_untuned.header_choice`) and the op's race (`results.selection.shortlist`) would choose
+now, from the bundled store less the group's head layout, and how fast that choice ran in the
+latest run that timed it (the race: the fastest of its shortlist, where the run timed all of it).
+A choice no run timed is not judged. Ratios are to the run's tuned winner, timed in that run.
+
+    python scripts/judge_untuned.py [RUN.parquet ...] [--gpu h200] [--out judged.parquet]
+
+Without files: every `docs/runs/<gpu>_untuned_holdout*.parquet`, oldest first by the commit
+that last changed each (a later run's timing of a choice replaces an earlier one's). The
+table of docs/untuned.md ("Where things stand") comes from this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_untuned import header_choice, without_layout  # noqa: E402
+
+from results.header import export_table  # noqa: E402
+from results.index import build_index  # noqa: E402
+from results.selection import select, shortlist  # noqa: E402
+from results.store import bundled_results_dir, load_results  # noqa: E402
+from variants import Shape, get_dtype  # noqa: E402
+
+TARGETS = {"best": 1.10, "header": 1.10, "race": 1.03}  # issue targets: within 10%, 10%, 3%
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One group of one run: the tuned winner's time and every configuration timed beside it."""
+
+    run: str
+    op: str
+    shape: Shape
+    dtype: str
+    tuned_ms: float
+    times: dict[str, float]
+
+
+def timed_groups(frame: pd.DataFrame, run: str) -> list[Timed]:
+    """A run's rows as Timed groups: the `explored` column's timings, and the served, raced,
+    tuned and header columns' (a header that copied, `copy`, is no configuration)."""
+    found = []
+    for row in frame.to_dict("records"):
+        times: dict[str, float] = {}
+        if isinstance(row.get("explored"), str):
+            times.update({k: v for k, v in json.loads(row["explored"]).items() if v})
+        for column in ("served", "raced", "tuned", "header"):
+            ms = row.get(f"{column}_ms")
+            if isinstance(row.get(column), str) and ms is not None and not math.isnan(ms):
+                times[row[column]] = ms
+        shape = Shape(*(int(row[k]) for k in ("B", "T", "NH", "NH_KV", "HD")))
+        found.append(Timed(run, row["op"], shape, row["dtype"], row["tuned_ms"], times))
+    return found
+
+
+def chosen(stored: pd.DataFrame, groups: Iterable[Timed], gpu: str) -> dict[tuple[str, Shape, str], dict]:
+    """What the current rule chooses for each (op, shape, dtype), planned once per head layout."""
+    plans: dict[tuple[str, tuple[int, int, int]], tuple] = {}
+    found: dict[tuple[str, Shape, str], dict] = {}
+    for group in groups:
+        key = (group.op, group.shape, group.dtype)
+        if key in found:
+            continue
+        layout = (group.op, group.shape.layout)
+        if layout not in plans:
+            index = build_index(without_layout(stored, group.op, group.shape)).for_op(group.op)
+            plans[layout] = (index, export_table(index, gpu))
+        index, table = plans[layout]
+        dtype = get_dtype(group.dtype)
+        header = header_choice(table, group.shape, dtype, group.op)
+        found[key] = {
+            "best": [select(index, gpu, group.shape, dtype).candidate.config.key],
+            "header": [header.key] if header is not None else [],
+            "race": [c.candidate.config.key for c in shortlist(index, gpu, group.shape, dtype)],
+        }
+    return found
+
+
+def judge(groups: list[Timed], choices: dict[tuple[str, Shape, str], dict]) -> pd.DataFrame:
+    """One row per (op, shape, dtype, choice): its ratio to the tuned winner in the latest run
+    that timed it (NaN where none did)."""
+    rows = []
+    for key, picks in choices.items():
+        runs = [g for g in groups if (g.op, g.shape, g.dtype) == key]
+        for what, configs in picks.items():
+            ratio, run = math.nan, None
+            for timed in runs:  # oldest first: the latest run that timed the choice wins
+                if configs and all(c in timed.times for c in configs):
+                    ratio, run = min(timed.times[c] for c in configs) / timed.tuned_ms, timed.run
+            rows.append(
+                {
+                    "op": key[0],
+                    **key[1].as_dict(),
+                    "dtype": key[2],
+                    "choice": what,
+                    "ratio": ratio,
+                    "run": run,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per op and choice: groups, judged, within its target, geometric mean and worst."""
+    rows = []
+    for (op, what), part in table.groupby(["op", "choice"], sort=True):
+        judged = part.dropna(subset=["ratio"])
+        worst = judged.loc[judged["ratio"].idxmax()] if len(judged) else None
+        rows.append(
+            {
+                "op": op,
+                "choice": what,
+                "groups": len(part),
+                "judged": len(judged),
+                "within": int((judged["ratio"] <= TARGETS[what]).sum()),
+                "geomean": math.exp(judged["ratio"].map(math.log).mean()) if len(judged) else math.nan,
+                "worst": worst["ratio"] if worst is not None else math.nan,
+                "worst_at": (
+                    f"{worst['NH']}/{worst['NH_KV']}/{worst['HD']} {worst['dtype']} {worst['B']}x{worst['T']}"
+                    if worst is not None
+                    else ""
+                ),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def commit_time(path: Path) -> int:
+    out = subprocess.run(
+        ["git", "log", "-1", "--format=%ct", "--", str(path)], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    return int(out) if out else 2**62  # not committed yet: the newest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", type=Path, help="hold-out run parquet files, oldest first")
+    parser.add_argument("--gpu", default="h200")
+    parser.add_argument("--out", type=Path, help="write the per-group table here (parquet)")
+    args = parser.parse_args(argv)
+    runs = args.runs or sorted(
+        (ROOT / "docs" / "runs").glob(f"{args.gpu}_untuned_holdout*.parquet"),
+        key=lambda p: (commit_time(p), p.name),
+    )
+    groups = [g for path in runs for g in timed_groups(pd.read_parquet(path), path.name)]
+    if not groups:
+        print("no hold-out runs to judge", file=sys.stderr)
+        return 1
+    table = judge(groups, chosen(load_results(bundled_results_dir())[0], groups, args.gpu))
+    if args.out:
+        table.to_parquet(args.out, index=False)
+    print(summary(table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
