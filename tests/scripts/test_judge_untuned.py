@@ -72,8 +72,11 @@ def test_each_choice_is_judged_by_the_latest_run_that_timed_it() -> None:
     table = judge.judge(older + newer, judge.chosen(store, older + newer, "g")).set_index("choice")
     assert table.loc["best", "run"] == "newer" and math.isclose(table.loc["best", "ratio"], 1.02)
     assert table.loc["race", "run"] == "older" and math.isclose(table.loc["race", "ratio"], 2.0)
+    # the bound needs the served configuration alone: the newer run's 1.02
+    assert table.loc["race_bound", "run"] == "newer" and math.isclose(table.loc["race_bound", "ratio"], 1.02)
     summary = judge.summary(table.reset_index()).set_index("choice")
     assert summary.loc["best", "within"] == 1 and summary.loc["race", "within"] == 0
     # a choice no run timed is not judged
     untimed = judge.judge(newer, judge.chosen(store, newer, "g")).set_index("choice")
+    assert not math.isnan(untimed.loc["race_bound", "ratio"])
     assert math.isnan(untimed.loc["race", "ratio"]) and pd.isna(untimed.loc["race", "run"])
