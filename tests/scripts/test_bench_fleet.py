@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from datetime import datetime, timedelta, timezone
@@ -14,11 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "tuner"))
 import tuner_fakes as F  # noqa: E402
+from load_script import load_script  # noqa: E402
 
-spec = importlib.util.spec_from_file_location("bench_fleet", ROOT / "scripts" / "bench_fleet.py")
-bench = importlib.util.module_from_spec(spec)
-sys.modules["bench_fleet"] = bench
-spec.loader.exec_module(bench)
+bench = load_script("scripts/bench_fleet.py")
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 

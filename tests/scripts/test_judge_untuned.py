@@ -3,27 +3,14 @@ timed them, on a small synthetic store (no GPU)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pandas as pd
+from load_script import load_script
 from trial_rows import GATHER, SPLIT16, VEC16, trial
 
 import variants
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _judge():
-    spec = importlib.util.spec_from_file_location("judge_untuned", ROOT / "scripts" / "judge_untuned.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 HELD = variants.Shape(2, 1024, 40, 8, 128)  # the held-out layout: its rows are in the store too
 
@@ -58,7 +45,7 @@ def _run(times: dict[str, float], tuned_ms: float = 0.1) -> pd.DataFrame:
 
 
 def test_each_choice_is_judged_by_the_latest_run_that_timed_it() -> None:
-    judge = _judge()
+    judge = load_script("scripts/judge_untuned.py")
     store = _store()
     probe = judge.timed_groups(_run({}), "probe")
     picks = judge.chosen(store, probe, "g")[("repkv_backward", HELD, "bf16")]

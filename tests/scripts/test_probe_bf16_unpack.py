@@ -3,23 +3,10 @@ that still compiles under NVRTC in every dtype."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from load_script import load_script
 
 from variants import Config, Shape, get_dtype, get_op
-
-PROBE = Path(__file__).resolve().parents[2] / "scripts" / "probes" / "probe_bf16_unpack.py"
-
-
-def _probe():
-    spec = importlib.util.spec_from_file_location("probe_bf16_unpack", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_patched_family_compiles_in_every_dtype() -> None:
@@ -30,7 +17,7 @@ def test_the_patched_family_compiles_in_every_dtype() -> None:
     except nvrtc.NvrtcUnavailable as exc:  # pragma: no cover - CI installs the nvrtc extra
         pytest.skip(str(exc))
     family = get_op("repkv_rope_backward").family("split")
-    twin = _probe().patched(family)
+    twin = load_script("scripts/probes/probe_bf16_unpack.py").patched(family)
     assert twin.source_hash != family.source_hash and type(twin) is type(family)
     assert "IsBf16" in twin.source and "IsBf16" not in family.source
     shape = Shape(4, 2048, 28, 4, 128)

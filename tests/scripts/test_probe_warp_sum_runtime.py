@@ -3,25 +3,11 @@ ops, and both of its kernels compile for a group's stored configuration."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from load_script import load_script
 
 from results.store import bundled_results_dir, load_results
 from variants import Config, get_dtype, get_op
-
-ROOT = Path(__file__).resolve().parents[2]
-PROBE = ROOT / "scripts" / "probes" / "probe_warp_sum_runtime.py"
-
-
-def _probe():
-    spec = importlib.util.spec_from_file_location("probe_warp_sum_runtime", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("op", ["repkv_backward", "repkv_rope_backward"])
@@ -32,7 +18,7 @@ def test_the_probe_times_both_kernels_at_the_stores_mqa_groups(op: str) -> None:
         nvrtc.nvrtc_version()
     except nvrtc.NvrtcUnavailable as exc:  # pragma: no cover - CI installs the nvrtc extra
         pytest.skip(str(exc))
-    probe = _probe()
+    probe = load_script("scripts/probes/probe_warp_sum_runtime.py")
     groups = probe.groups(load_results(bundled_results_dir())[0], "h200", op)
     assert len(groups) >= 10 and all(shape.NH_KV == 1 and "tail" in p for shape, _, p in groups)
     shape, dtype, params = groups[-1]

@@ -3,7 +3,6 @@ tables (the frames here are made up by the tests; nothing is a measurement)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from load_script import load_script
 
 from tuner import peers as pb
 from tuner.cli.presets import DEFAULT_SHAPES
@@ -22,11 +22,7 @@ SCRIPT = REPO / "scripts" / "bench_kernels.py"
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("bench_kernels_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/bench_kernels.py", "bench_kernels_under_test")
 
 
 # --- command line -----------------------------------------------------------------------------
