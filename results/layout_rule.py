@@ -66,6 +66,12 @@ class Scored:
     measured_at: int  # neighbours that measured it
 
 
+def summed_mqa(shape: Shape, op: str) -> bool:
+    """Whether `shape` is MQA (one K/V head, several query heads) in an op that sums replicas:
+    the layouts whose kernels other MQA layouts choose (`neighbours`, `serving_rank`)."""
+    return shape.NH_KV == 1 and shape.nrep > 1 and variants.get_op(op).sums_replicas
+
+
 def neighbours(groups: Iterable[TunedGroup], shape: Shape, dtype: DType) -> list[tuple[float, TunedGroup]]:
     """The NEIGHBOURS tuned groups in `dtype` nearest to `shape` by layout_distance."""
     of_dtype = [g for g in groups if g.dtype.name == dtype.name]
@@ -76,8 +82,8 @@ def neighbours(groups: Iterable[TunedGroup], shape: Shape, dtype: DType) -> list
     # MQA in an op that sums replicas: one K/V group sums every query head, so its kernels are
     # chosen by other MQA layouts, where the dtype has any (GQA neighbours, nearer by nrep or
     # tokens, served starcoder's layout a kernel 1.17x behind where MQA ones ran within 1.05x)
-    elif shape.NH_KV == 1 and of_dtype and variants.get_op(of_dtype[0].op).sums_replicas:
-        of_dtype = [g for g in of_dtype if g.shape.NH_KV == 1 and g.shape.nrep > 1] or of_dtype
+    elif of_dtype and summed_mqa(shape, of_dtype[0].op):
+        of_dtype = [g for g in of_dtype if summed_mqa(g.shape, g.op)] or of_dtype
     near = [(layout_distance(shape, dtype, g.shape, g.dtype), g) for g in of_dtype]
     near.sort(key=lambda item: (item[0], item[1].key))
     return near[:NEIGHBOURS]
@@ -217,8 +223,6 @@ def serving_rank(groups: Sequence[TunedGroup], shape: Shape, dtype: DType) -> li
     (repkv_backward) and 1.18x (repkv_rope_backward) behind a tuning, the class rule's, fitted on
     the layout-free kernels of the class, up to 1.07x and 1.09x (docs/untuned.md)."""
     ranked = rank(groups, shape, dtype)
-    if not (
-        shape.NH_KV == 1 and shape.nrep > 1 and ranked and variants.get_op(ranked[0].group.op).sums_replicas
-    ):
+    if not (ranked and summed_mqa(shape, ranked[0].group.op)):
         return ranked
     return [*class_rank(groups, shape, dtype)[:CLASS_PICKS], *ranked]

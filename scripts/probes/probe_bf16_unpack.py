@@ -29,6 +29,9 @@ from results.store import bundled_results_dir, load_results  # noqa: E402
 from variants import Shape, get_dtype, get_op  # noqa: E402
 from variants.family import Family  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interleaved import fastest_interleaved  # noqa: E402
+
 SHAPES = (
     "B=16,T=4096,NH=14,NH_KV=2,HD=64",
     "B=4,T=2048,NH=28,NH_KV=4,HD=128",
@@ -102,18 +105,8 @@ def main() -> int:
     paired = DeviceSession(families={name: patched(f) for name, f in op.families.items()})
     rows: list[dict[str, Any]] = []
     for shape, config in work:
-        times: dict[str, list[float]] = {"shipped": [], "paired": []}
-        copies = []
-        for _ in range(args.rounds):
-            copies.append(shipped.copy_ms(shape, bf16, rounds=1))
-            for name, session in (("shipped", shipped), ("paired", paired)):
-                m = session.measure(shape, bf16, config)
-                if not m.ok:
-                    print(f"  {name} {config.key}: {m.status} {m.message[:300]}", flush=True)
-                    continue
-                times[name].append(m.time_ms)
-        copy_ms = min(copies)
-        best = {k: min(v) if v else float("nan") for k, v in times.items()}
+        timed = {"shipped": (shipped, config), "paired": (paired, config)}
+        best, copy_ms = fastest_interleaved(shape, bf16, timed, args.rounds)
         print(
             f"{op.name} {shape} bf16 {config.key}: copy {copy_ms * 1e3:.1f} us, shipped "
             f"{best['shipped'] / copy_ms:.3f}x, paired unpack {best['paired'] / copy_ms:.3f}x "

@@ -24,6 +24,9 @@ sys.path.insert(0, str(ROOT))
 from results.store import bundled_results_dir, load_results, write_frame  # noqa: E402
 from variants import Config, Shape, get_dtype, get_op  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interleaved import fastest_interleaved  # noqa: E402
+
 OPS = ("repkv_backward", "repkv_rope_backward")
 KEYS = ["B", "T", "NH", "NH_KV", "HD", "dtype"]
 
@@ -60,18 +63,8 @@ def main() -> int:
         for shape, dtype_name, params in groups(frame, args.gpu, op_name):
             dtype = get_dtype(dtype_name)
             configs = [Config.of(family, **params) for family in ("warp_sum", "warp_sum_runtime")]
-            times: dict[str, list[float]] = {c.family: [] for c in configs}
-            copies = []
-            for _ in range(args.rounds):
-                copies.append(session.copy_ms(shape, dtype, rounds=1))
-                for config in configs:
-                    m = session.measure(shape, dtype, config)
-                    if not m.ok:
-                        print(f"  {config.key}: {m.status} {m.message[:200]}", flush=True)
-                        continue
-                    times[config.family].append(m.time_ms)
-            copy = min(copies)
-            best = {f: min(t) if t else float("nan") for f, t in times.items()}
+            timed = {c.family: (session, c) for c in configs}
+            best, copy = fastest_interleaved(shape, dtype, timed, args.rounds)
             print(
                 f"{op_name} {shape} {dtype_name} {configs[0].key}: copy {copy * 1e3:.1f} us, "
                 f"compiled {best['warp_sum'] / copy:.3f}x, run time {best['warp_sum_runtime'] / copy:.3f}x "
