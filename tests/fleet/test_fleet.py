@@ -24,7 +24,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -37,7 +36,7 @@ import tuner_fakes as F
 from live_service import running_service
 
 from results.store import load_results
-from tuner.study.claims import ATTR_KEY, Snapshot
+from tuner.study.claims import ATTR_KEY, ATTR_MEASURING, Snapshot
 from tuner.study.liveness import WORKER
 from tuner.study.storage import make_storage
 
@@ -168,30 +167,25 @@ def test_four_workers_measure_the_budget_exactly_once_while_the_service_reads(
 
 
 DELAY_S = 0.8  # each measurement of the kill test
-MEASURING_S = 0.5  # a trial younger than this is killed before it ends (0.3 s to spare)
+MEASURING_S = 0.5  # a trial measuring for less than this is killed before it ends (0.3 s to spare)
 
 
 def _running_claim(url: str, study: str, pid: int) -> tuple[int, str] | None:
-    """(number, key) of a running trial of worker pid that is measuring its configuration:
-    claimed, not answered by another trial, not a retry, and started 0.1 to MEASURING_S ago, as
-    of the end of the read (a read of the study can take a few tenths of a second on a busy
-    machine: the window and the delay are wide enough for it to land in one). A trial
-    that answers from the study or the store, such as a second worker's queued baseline, ends
-    within milliseconds, though not always on a busy machine: the retried trial of the worker
-    that killed itself after writing its row is answered by that row, so no retry is taken. A
-    measurement here takes the DELAY_S replay delay."""
+    """(number, key) of a running trial of worker pid that began measuring its configuration
+    (ATTR_MEASURING: admitted, answered neither by the study nor by the store, so it can no
+    longer yield) at most MEASURING_S ago, as of the end of the read (a read of the study can
+    take a few tenths of a second on a busy machine: the window and the delay are wide enough
+    for it to land in one). A measurement here takes the DELAY_S replay delay."""
     try:
         snap = Snapshot.read(_study(url, study))
     except KeyError:
         return None
-    now = datetime.now()
+    now = time.time()
     for t in snap.running:
-        key = t.user_attrs.get(ATTR_KEY)
-        if f":{pid}:" not in str(t.user_attrs.get(WORKER, "")) or key is None or key in snap.done:
+        key, since = t.user_attrs.get(ATTR_KEY), t.user_attrs.get(ATTR_MEASURING)
+        if f":{pid}:" not in str(t.user_attrs.get(WORKER, "")) or key is None or since is None:
             continue
-        if "failed_trial" in t.system_attrs or t.datetime_start is None:
-            continue
-        if 0.1 <= (now - t.datetime_start).total_seconds() <= MEASURING_S:
+        if now - since <= MEASURING_S:
             return t.number, key
     return None
 

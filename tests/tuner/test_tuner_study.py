@@ -17,7 +17,7 @@ from tuner.cli.report import render_outcomes
 from tuner.run.rows import ResultsSink
 from tuner.runners.bench import BenchRunner
 from tuner.runners.runner import Measurement
-from tuner.study.claims import ATTR_KEY, ATTR_STATUS, Snapshot, claim, record
+from tuner.study.claims import ATTR_KEY, ATTR_MEASURING, ATTR_SOURCE, ATTR_STATUS, Snapshot, claim, record
 from tuner.study.liveness import WORKER, worker_id
 from tuner.study.loop import StudyLoop
 from tuner.study.plan import BUDGET_MET, EXHAUSTED, StudyPlan
@@ -47,6 +47,25 @@ def test_baseline_first_then_distinct_configs_up_to_the_budget(tmp_path) -> None
     frame, _ = load_results(tmp_path)
     assert sorted(frame["config_key"]) == sorted(keys)
     assert set(frame["run_id"]) == {"run-a"} and set(frame["study"]) == {"s"}
+
+
+def test_a_trial_is_marked_measuring_only_once_admitted_and_unanswered(tmp_path) -> None:
+    """ATTR_MEASURING tells the fleet which running trials can no longer yield or answer:
+    set when measuring begins, never on a trial answered from the study."""
+    import time
+
+    storage = make_storage(f"journal:{tmp_path / 'optuna.journal'}")
+    before = time.time()
+    StudyLoop(plan(trials=4), F.synthetic_runner(), storage, families=SMALL_FAMILIES).run()
+    study = optuna.load_study(study_name="s", storage=storage)
+    study.enqueue_trial(study.trials[1].params, skip_if_exists=False)  # asked again: the study answers
+    StudyLoop(plan(trials=6), F.synthetic_runner(), storage, families=SMALL_FAMILIES).run()
+    trials = study.get_trials()
+    measured = [t for t in trials if ATTR_SOURCE not in t.user_attrs and t.value is not None]
+    answered = [t for t in trials if ATTR_SOURCE in t.user_attrs]
+    assert len(measured) == 6 and answered
+    assert all(before <= t.user_attrs[ATTR_MEASURING] <= time.time() for t in measured)
+    assert not any(ATTR_MEASURING in t.user_attrs for t in answered)
 
 
 FAULTS = {

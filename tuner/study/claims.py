@@ -19,6 +19,7 @@ died after recording (its retried copy carries the record).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, NamedTuple
 
@@ -37,6 +38,9 @@ ATTR_STATUS = "status"
 ATTR_TIME = "time_ms"
 ATTR_COPY = "copy_ms"
 ATTR_SOURCE = "answered_from"  # "store" or "study" when nothing was measured
+# When (epoch seconds) the trial began measuring: admitted, answered by no row. A running trial
+# without it is still being admitted (it may yet answer from another trial, or yield).
+ATTR_MEASURING = "measuring_since"
 
 
 def stored_answers(
@@ -269,6 +273,11 @@ def mark(trial: Trial, status: Status | str) -> None:
     """What a trial that measured nothing ended as (invalid, duplicate, missing, interrupted,
     over budget)."""
     trial.set_user_attr(ATTR_STATUS, str(status))
+
+
+def measuring(trial: Trial) -> None:
+    """Mark trial as measuring its configuration from now on (ATTR_MEASURING)."""
+    trial.set_user_attr(ATTR_MEASURING, time.time())
 
 
 def record(trial: Trial, row: Mapping[str, Any]) -> None:

@@ -51,6 +51,7 @@ from tuner.study.claims import (
     admit,
     claim,
     mark,
+    measuring,
     record,
 )
 from tuner.study.known_rows import KnownRows
@@ -301,6 +302,7 @@ class StudyLoop:
             outcome.yielded += 1
             mark(trial, Status.DUPLICATE)
             raise optuna.TrialPruned(f"{key} is still being measured by {previous}")
+        measuring(trial)
         measurement = self._measure(config)
         if measurement.status == Status.MISSING:
             outcome.missing += 1
