@@ -193,7 +193,7 @@ def test_grid_terms_give_the_launch_grid_of_every_family() -> None:
 
     rng = random.Random(3)
     checked = 0
-    for _ in range(400):
+    for _ in range(150):  # each shape enumerates every family's valid space: ~50 ms a shape
         nh_kv = rng.choice([1, 2, 4, 8])
         shape = Shape(
             rng.randint(1, 64),
@@ -212,4 +212,4 @@ def test_grid_terms_give_the_launch_grid_of_every_family() -> None:
                 grid = sum(scale * ceil_div(shape.tokens * a, b) for scale, a, b in terms)
                 assert grid == family.geometry(shape, dtype, config, 132).grid, (family.name, shape, config)
                 checked += 1
-    assert checked > 1000
+    assert checked > 400
