@@ -10,23 +10,27 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from live_service import running_service
-from service_client import make_client
-from trial_rows import h100_rows, other_rows
-
-from results.store import write_table
+from service_client import make_client, write_service_rows
 
 
 @pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "results"
-    write_table(h100_rows(), directory, "synthetic-h100")
-    write_table(other_rows(), directory, "synthetic-others")
-    return directory
+    """The service tests' rows in a directory of the test's own, to change."""
+    return write_service_rows(tmp_path / "results")
 
 
-@pytest.fixture
-def client(store_dir: Path) -> Iterator[TestClient]:
-    with make_client(store_dir) as c:
+@pytest.fixture(scope="module")
+def served_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same rows, which `client` serves: one directory for a test module, never changed."""
+    return write_service_rows(tmp_path_factory.mktemp("served") / "results")
+
+
+@pytest.fixture(scope="module")
+def client(served_dir: Path) -> Iterator[TestClient]:
+    """One app over `served_dir` for a test module's requests (an app and its store take a
+    second to start on a busy machine; the tests that change the directory or the app make
+    their own, over `store_dir`)."""
+    with make_client(served_dir) as c:
         assert c.app.state.store.wait_ready(30)
         yield c
 

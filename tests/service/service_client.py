@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from trial_rows import h100_rows, other_rows
 
+from results.store import write_table
 from service.api.app import create_app
 from service.live_store import ResultsStore
 from service.settings import Settings
@@ -17,3 +19,10 @@ REPO = Path(__file__).resolve().parents[2]
 def make_client(directory: Path, interval: float = 30.0) -> TestClient:
     store = ResultsStore(directory, interval=interval)
     return TestClient(create_app(Settings(results_dir=directory, reload_interval=interval), store))
+
+
+def write_service_rows(directory: Path) -> Path:
+    """The service tests' rows (trial_rows: h100's and the other GPUs') written in `directory`."""
+    write_table(h100_rows(), directory, "synthetic-h100")
+    write_table(other_rows(), directory, "synthetic-others")
+    return directory

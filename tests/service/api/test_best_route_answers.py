@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from best_route_helpers import the_answer
 from fastapi.testclient import TestClient
@@ -38,8 +40,8 @@ def test_exact_match_serves_the_winner_with_its_launch_recipe(client: TestClient
     assert measured["measured_at"].startswith("2025-01-01")
 
 
-def test_exact_answer_agrees_with_results_best_winners(client: TestClient, store_dir) -> None:
-    frame, _ = load_results(store_dir)
+def test_exact_answer_agrees_with_results_best_winners(client: TestClient, served_dir: Path) -> None:
+    frame, _ = load_results(served_dir)
     best = winners(frame)
     row = best[(best["gpu"] == "h100") & (best["T"] == 1024) & (best["B"] == 1) & (best["dtype"] == "bf16")]
     body = the_answer(client.get("/best", params={"B": 1, "T": 1024, "gpu": "h100"}))

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import make_client, write_service_rows
 from trial_rows import S1, S2, trial
 
 import variants
@@ -69,8 +68,8 @@ def test_openapi_declares_every_dtype_parameter_as_the_enum(client: TestClient) 
 FORWARD_VEC = {"block": 256, "vec_bytes": 16, "load": "ldg", "store": "stcs"}
 
 
-@pytest.fixture
-def ops_client(store_dir: Path) -> Iterator[TestClient]:
+@pytest.fixture(scope="module")
+def ops_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """The service tests' (repkv backward) rows, and repkv forward's on h100 (S1 and S2, bf16)
     and on a GPU that tuned nothing else (a100)."""
     rows = [
@@ -79,6 +78,7 @@ def ops_client(store_dir: Path) -> Iterator[TestClient]:
         trial("h100", S2, "bf16", "vec", FORWARD_VEC, 0.02, op="repkv_forward", number=0),
         trial("a100", S1, "bf16", "vec", FORWARD_VEC, 0.09, op="repkv_forward", number=0),
     ]
+    store_dir = write_service_rows(tmp_path_factory.mktemp("ops") / "results")
     write_table(rows, store_dir, "synthetic-forward")
     with make_client(store_dir) as client:
         assert client.app.state.store.wait_ready(30)

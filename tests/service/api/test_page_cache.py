@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from service_client import make_client
 from trial_rows import S1, VEC16, trial
 
 from results.store import write_table
@@ -14,6 +16,14 @@ from service.api.middleware import PageCache
 from service.dashboards import data
 
 SHAPE_PAGE = "/dashboards/shape?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16"
+
+
+@pytest.fixture
+def client(store_dir: Path) -> Iterator[TestClient]:
+    """An app of the test's own: these tests watch its page cache from empty, and reload it."""
+    with make_client(store_dir) as c:
+        assert c.app.state.store.wait_ready(30)
+        yield c
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import make_client, write_service_rows
 from trial_rows import S1, VEC16, trial
 
 import variants
@@ -188,8 +188,8 @@ def test_integer_columns_stay_integers(big_client: TestClient) -> None:
     assert table.schema.field("seed").type == pa.int64() and table.schema.field("trial").type == pa.int32()
 
 
-def test_json_rows_read_back_as_the_stored_values(client: TestClient, store_dir: Path) -> None:
-    frame, _ = load_results(store_dir)
+def test_json_rows_read_back_as_the_stored_values(client: TestClient, served_dir: Path) -> None:
+    frame, _ = load_results(served_dir)
     rows = client.get("/results").json()["rows"]
     assert len(rows) == len(frame)
     for row, (_, stored) in zip(rows, frame.iterrows(), strict=True):
@@ -253,14 +253,15 @@ def test_the_next_link_never_echoes_the_clients_host(big_client: TestClient) -> 
 FORWARD_VEC = {"block": 256, "vec_bytes": 16, "load": "ldg", "store": "stcs"}
 
 
-@pytest.fixture
-def ops_client(store_dir: Path) -> Iterator[TestClient]:
+@pytest.fixture(scope="module")
+def ops_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """The service tests' (repkv backward) rows, and two of repkv forward, one a vec like the
     backward ones."""
     rows = [
         trial("h100", S1, "bf16", "vec", FORWARD_VEC, 0.07, op="repkv_forward", number=0),
         trial("h100", S1, "bf16", "replicate", {**FORWARD_VEC, "block": 128}, 0.06, op="repkv_forward"),
     ]
+    store_dir = write_service_rows(tmp_path_factory.mktemp("ops") / "results")
     write_table(rows, store_dir, "synthetic-forward")
     with make_client(store_dir) as client:
         assert client.app.state.store.wait_ready(30)

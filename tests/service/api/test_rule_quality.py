@@ -15,9 +15,9 @@ import variants
 from results.store import write_table
 
 
-@pytest.fixture
-def rule_client(tmp_path: Path) -> Iterator[TestClient]:
-    directory = tmp_path / "results"
+@pytest.fixture(scope="module")
+def rule_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    directory = tmp_path_factory.mktemp("rule-quality") / "results"
     write_table(rule_quality_rows(), directory, "synthetic-rule-quality")
     with make_client(directory) as c:
         assert c.app.state.store.wait_ready(30)

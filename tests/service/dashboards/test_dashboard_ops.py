@@ -41,9 +41,9 @@ def backward_vec_row() -> dict:
     return trial("h100", S1, "bf16", "vec", FORWARD_VEC, BACKWARD_VEC_MS, number=9, seed=99)
 
 
-@pytest.fixture
-def ops_client(tmp_path: Path) -> Iterator[TestClient]:
-    directory = tmp_path / "results"
+@pytest.fixture(scope="module")
+def ops_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    directory = tmp_path_factory.mktemp("ops") / "results"
     write_table([*h100_rows(), backward_vec_row()], directory, "synthetic-backward")
     write_table(other_rows(), directory, "synthetic-others")
     write_table(forward_rows(), directory, "synthetic-forward")
