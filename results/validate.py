@@ -9,6 +9,7 @@ first).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Collection, Iterable
@@ -137,6 +138,7 @@ def _check_names(table: pa.Table, drop: _Dropper, known_families: set[str]) -> N
     drop(~named, f"l2 is not one of {', '.join(L2_STATES)}", l2)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a store repeats each configuration across its files
 def _key_of(family: str, params: str) -> str | None:
     """The configuration key `params` make in `family`, or None if they are not a JSON object."""
     try:
@@ -154,14 +156,10 @@ def _check_config(table: pa.Table, drop: _Dropper) -> None:
     families = table.column("family").to_pylist()
     params = table.column("params").to_pylist()
     keys = table.column("config_key").to_pylist()
-    made: dict[tuple[Any, Any], str | None] = {}
     unreadable = np.zeros(table.num_rows, dtype=bool)
     mismatch = np.zeros(table.num_rows, dtype=bool)
     for i in np.flatnonzero(~drop.bad):
-        pair = (families[i], params[i])
-        if pair not in made:
-            made[pair] = _key_of(*pair)
-        key = made[pair]
+        key = _key_of(families[i], params[i])
         unreadable[i] = key is None
         mismatch[i] = key is not None and key != keys[i]
     drop(unreadable, "params is not a JSON object", table.column("params"))
