@@ -34,6 +34,8 @@ def str_or_none(value: Any) -> str | None:
 
 
 def timestamp_or_none(value: Any) -> datetime | None:
+    if isinstance(value, pd.Timestamp):  # as the store's rows hold it
+        return value.to_pydatetime()
     if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
         return None
     try:

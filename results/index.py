@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -236,6 +236,29 @@ def parse_config(
     return family, config, params
 
 
+_IndexRow = namedtuple(
+    "_IndexRow",
+    [
+        *GROUP_COLUMNS,
+        "family",
+        "params",
+        "time_ms",
+        "p20_ms",
+        "p80_ms",
+        "gbps",
+        "ratio_to_copy",
+        "gpu_name",
+        "sm_count",
+        "source_hash",
+        "timestamp",
+        "run_id",
+        "empty_launch_ms",
+        "hold_us",
+        "copy_method",
+    ],
+)
+
+
 def build_index(
     frame: pd.DataFrame,
     report: LoadReport | None = None,
@@ -267,30 +290,15 @@ def build_index(
 
     per_group: dict[tuple, list[Candidate]] = defaultdict(list)
     unusable = 0
-    columns = [
-        *group_cols,
-        "family",
-        "params",
-        "time_ms",
-        "p20_ms",
-        "p80_ms",
-        "gbps",
-        "ratio_to_copy",
-        "gpu_name",
-        "sm_count",
-        "source_hash",
-        "timestamp",
-        "run_id",
-        "empty_launch_ms",
-        "hold_us",
-        "copy_method",
-    ]
+    columns = list(_IndexRow._fields)
     # a frame that did not go through the store's schema
     for optional in ("empty_launch_ms", "hold_us", "copy_method"):
         if optional not in fastest:
             fastest = fastest.assign(**{optional: np.nan})
     parsed_config = functools.cache(functools.partial(parse_config, op=op))  # once per configuration
-    for row in fastest[columns].itertuples(index=False, name="Row"):
+    # column lists zipped: a third of the time of itertuples over the store's arrow-backed columns
+    rows = zip(*(fastest[c].tolist() for c in columns), strict=True)
+    for row in map(_IndexRow._make, rows):
         parsed = parsed_config(row.family, row.params)
         if parsed is None:
             unusable += 1
