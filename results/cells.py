@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime
 from typing import Any
@@ -42,3 +43,13 @@ def timestamp_or_none(value: Any) -> datetime | None:
         return pd.Timestamp(value).to_pydatetime()
     except (TypeError, ValueError):
         return None
+
+
+def json_object_or_none(value: Any) -> dict[str, Any] | None:
+    """A cell of JSON text (a row's `params`) as the object it holds, or None where it is not
+    text, not JSON or not an object."""
+    try:
+        parsed = json.loads(value)
+    except (TypeError, ValueError):
+        return None
+    return parsed if isinstance(parsed, dict) else None

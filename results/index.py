@@ -8,7 +8,6 @@ Answering a request then only walks small Python lists.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections import defaultdict, namedtuple
 from collections.abc import Mapping
@@ -22,7 +21,7 @@ import pyarrow as pa
 
 import variants
 from results.best import baseline_times, in_l2_state, ranked
-from results.cells import finite_or_none, int_or_none, str_or_none, timestamp_or_none
+from results.cells import finite_or_none, int_or_none, json_object_or_none, str_or_none, timestamp_or_none
 from results.schema import GROUP_COLUMNS, L2_COLD, Status, check_l2, hold_or_zero, rows_of_op, with_op
 from results.store import LoadReport
 from variants import Config, DType, Family, Shape
@@ -225,8 +224,8 @@ def parse_config(
     longer knows it."""
     try:
         family = variants.get_op(op).family(family_name)
-        params = json.loads(params_json)
-        if not isinstance(params, dict):
+        params = json_object_or_none(params_json)
+        if params is None:
             return None
         params = family.completed(params)
         config = Config(family.name, tuple(sorted(params.items())))

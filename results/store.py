@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import variants
+from results.cells import json_object_or_none
 from results.listing import TEMP_PREFIX as TEMP_PREFIX  # the listing's, re-exported
 from results.listing import list_results, resolved
 from results.listing import missing_directories as missing_directories  # the listing's, re-exported
@@ -153,11 +154,8 @@ def upgrade(table: pa.Table) -> pa.Table:
 def _completed(family: str, params: str | None) -> tuple[str, str] | None:
     """The `params` and `config_key` of a row of grown family `family` written before its newer
     parameters, or None where the row names them all (or validation drops it)."""
-    try:
-        values = json.loads(params)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(values, dict):
+    values = json_object_or_none(params)
+    if values is None:
         return None
     completed = variants.FAMILIES[family].completed(values)
     if completed == values:

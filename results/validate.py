@@ -10,7 +10,6 @@ first).
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Collection, Iterable
 from typing import Any
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import variants
+from results.cells import json_object_or_none
 from results.peaks import PEAK_GBPS
 from results.schema import (
     GPU_LABEL_PATTERN,
@@ -141,13 +141,8 @@ def _check_names(table: pa.Table, drop: _Dropper, known_families: set[str]) -> N
 @functools.lru_cache(maxsize=1 << 16)  # a store repeats each configuration across its files
 def _key_of(family: str, params: str) -> str | None:
     """The configuration key `params` make in `family`, or None if they are not a JSON object."""
-    try:
-        values = json.loads(params)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(values, dict):
-        return None
-    return variants.Config.of(family, **values).key
+    values = json_object_or_none(params)
+    return None if values is None else variants.Config.of(family, **values).key
 
 
 def _check_config(table: pa.Table, drop: _Dropper) -> None:
