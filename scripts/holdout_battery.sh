@@ -29,9 +29,9 @@ for part in "${parts[@]}"; do
   case $part in
     bwd_mqa) timeout 140 "${untuned[@]}" --op repkv_backward --layouts $mqa --explore 14 --out "$out" ;;
     rope_bwd_mqa) timeout 130 "${untuned[@]}" --op repkv_rope_backward --layouts $mqa --explore 14 --out "$out" ;;
-    bwd_rest) timeout 120 "${untuned[@]}" --op repkv_backward --layouts $rest --out "$out" ;;
+    bwd_rest) timeout 150 "${untuned[@]}" --op repkv_backward --layouts $rest --out "$out" ;;
     bf16_probe) timeout 50 python3 scripts/probes/probe_bf16_unpack.py --op repkv_rope_backward --out "$out" ;;
-    fwd_rest) timeout 90 "${untuned[@]}" --op repkv_forward --layouts $rest --out "$out" ;;
+    fwd_rest) timeout 120 "${untuned[@]}" --op repkv_forward --layouts $rest --out "$out" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac > >(tee "$out/log.txt") 2>&1
   echo "exit $?" >> "$out/log.txt"
