@@ -11,7 +11,7 @@ import functools
 import logging
 from collections import defaultdict, namedtuple
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -235,27 +235,9 @@ def parse_config(
     return family, config, params
 
 
-_IndexRow = namedtuple(
-    "_IndexRow",
-    [
-        *GROUP_COLUMNS,
-        "family",
-        "params",
-        "time_ms",
-        "p20_ms",
-        "p80_ms",
-        "gbps",
-        "ratio_to_copy",
-        "gpu_name",
-        "sm_count",
-        "source_hash",
-        "timestamp",
-        "run_id",
-        "empty_launch_ms",
-        "hold_us",
-        "copy_method",
-    ],
-)
+# a row's columns: its group's, then a Candidate's (whose config is made from family and params)
+_CELLS = [f.name for f in fields(Candidate) if f.name != "config"]
+_IndexRow = namedtuple("_IndexRow", [*GROUP_COLUMNS, *_CELLS])
 
 
 def build_index(

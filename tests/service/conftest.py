@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from live_service import running_service
-from service_client import make_client, write_service_rows
+from service_client import ready_client, write_service_rows
 
 
 @pytest.fixture
@@ -30,8 +30,7 @@ def client(served_dir: Path) -> Iterator[TestClient]:
     """One app over `served_dir` for a test module's requests (an app and its store take a
     second to start on a busy machine; the tests that change the directory or the app make
     their own, over `store_dir`)."""
-    with make_client(served_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(served_dir) as c:
         yield c
 
 

@@ -3,6 +3,8 @@ the test files import from here, never from conftest, which pytest may load for 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -19,6 +21,14 @@ REPO = Path(__file__).resolve().parents[2]
 def make_client(directory: Path, interval: float = 30.0) -> TestClient:
     store = ResultsStore(directory, interval=interval)
     return TestClient(create_app(Settings(results_dir=directory, reload_interval=interval), store))
+
+
+@contextmanager
+def ready_client(directory: Path, interval: float = 30.0) -> Iterator[TestClient]:
+    """`make_client`, started, once its store has read the directory (or said why it cannot)."""
+    with make_client(directory, interval) as client:
+        assert client.app.state.store.wait_ready(30)
+        yield client
 
 
 def write_service_rows(directory: Path) -> Path:

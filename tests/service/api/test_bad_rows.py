@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import make_client, ready_client
 from trial_rows import S1, SPLIT16, VEC16, WPH, trial, write_unchecked
 
 from results.store import write_table
@@ -140,8 +140,7 @@ def test_a_file_corrupted_in_place_keeps_its_last_good_copy(store_dir: Path) -> 
 
 def test_a_new_corrupt_file_has_no_good_copy_to_serve(store_dir: Path) -> None:
     (store_dir / "broken.parquet").write_bytes(b"not parquet")
-    with make_client(store_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as c:
         ready = c.get("/readyz").json()
         assert "broken.parquet" in ready["skipped"] and ready["stale"] == {}
         assert "broken.parquet" not in ready["files"]
@@ -247,14 +246,12 @@ def test_a_gpu_label_that_is_a_path_is_dropped_and_never_listed(store_dir: Path)
 
 
 def test_a_copied_file_and_a_row_written_twice_are_counted_once(store_dir: Path) -> None:
-    with make_client(store_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as c:
         before = {path: c.get(path).json() for path in ("/gpus", "/shapes", "/results")}
     shutil.copyfile(store_dir / "synthetic-h100.parquet", store_dir / "copy-of-h100.parquet")
     row = trial("h100", S1, "bf16", "vec", VEC16, 0.5, number=30)
     write_unchecked([row, row], store_dir, "twice")
-    with make_client(store_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as c:
         gpus = {g["label"]: g["trials"] for g in c.get("/gpus").json()}
         assert gpus == {g["label"]: g["trials"] + (g["label"] == "h100") for g in before["/gpus"]}
         shapes = c.get("/shapes").json()

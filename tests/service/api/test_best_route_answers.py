@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from best_route_helpers import the_answer
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import ready_client
 from trial_rows import S1, S2, SPLIT16, VEC16, h100_rows, trial
 
 import variants
@@ -88,8 +88,7 @@ def test_a_shape_searched_for_one_family_is_answered_partial(tmp_path) -> None:
     matches = []
     for name, rows in (("searched", searched), ("both", both)):
         write_table(rows, tmp_path / name, "synthetic-h100")
-        with make_client(tmp_path / name) as client:
-            assert client.app.state.store.wait_ready(30)
+        with ready_client(tmp_path / name) as client:
             body = the_answer(client.get("/best", params={"B": 2, "T": 640, "gpu": "h100"}))
             schema = client.get("/openapi.json").json()["components"]["schemas"]["BestAnswer"]
         assert schema["properties"]["match"]["enum"] == ["exact", "partial", "nearest"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import ready_client
 from trial_rows import S1, VEC16, trial
 
 import variants
@@ -19,8 +19,7 @@ def test_unknown_gpu_is_404_naming_the_available_ones(client: TestClient) -> Non
 
 
 def test_empty_store_is_404_not_500(tmp_path) -> None:
-    with make_client(tmp_path / "missing") as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(tmp_path / "missing") as c:
         r = c.get("/best", params={"B": 8, "T": 1024})
         assert r.status_code == 404 and "no results" in r.json()["detail"]
         assert c.get("/readyz").json()["ready"] is True
@@ -30,8 +29,7 @@ def test_store_without_correct_trials_is_404(tmp_path) -> None:
     write_table(
         [trial("h100", S1, "bf16", "vec", VEC16, 0.1, status=Status.CRASH)], tmp_path, "synthetic-failed"
     )
-    with make_client(tmp_path) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as c:
         assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).status_code == 404
 
 

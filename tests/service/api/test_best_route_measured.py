@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from best_route_helpers import the_answer
-from service_client import make_client
+from service_client import ready_client
 from trial_rows import S1, S2, SPLIT16, VEC16, trial
 
 import variants
@@ -20,8 +20,7 @@ def test_a_hopper_only_kernel_says_so_and_the_peak_and_empty_launch_are_given(tm
         ),
     ]
     write_table(rows, tmp_path, "run")
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}))
     assert body["kernel"]["family"] == "bulk"
     assert body["kernel"]["min_compute_capability"] == 90
@@ -38,8 +37,7 @@ def test_the_answer_says_how_its_copy_was_timed(tmp_path) -> None:
         trial("h200", S2, "bf16", "vec", VEC16, 0.10, number=1),  # timed before: memcpy alone
     ]
     write_table(rows, tmp_path, "run")
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         fastest = the_answer(client.get("/best", params={"B": S1.B, "T": S1.T, "gpu": "h200"}))
         before = the_answer(client.get("/best", params=S2.as_dict() | {"gpu": "h200"}))
     assert fastest["measured"]["copy_method"] == "fastest"
@@ -52,8 +50,7 @@ def test_a_group_timed_with_the_hold_is_served_from_those_rows_and_says_so(tmp_p
         trial("h200", S1, "bf16", "split", SPLIT16, 0.08, number=1),  # older, unheld: ranked after
     ]
     write_table(rows, tmp_path, "run")
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         body = the_answer(client.get("/best", params={"B": 8, "T": 1024, "gpu": "h200"}))
     assert body["kernel"]["family"] == "vec" and body["measured"]["hold_us"] == 150.0
 
@@ -68,8 +65,7 @@ def test_l2_fed_serves_the_configurations_tuned_fed_and_each_answer_says_its_sta
     ]
     write_table(rows, tmp_path, "run")
     shape = {"B": S1.B, "T": S1.T}
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         cold = the_answer(client.get("/best", params=shape | {"gpu": "h200"}))
         fed = the_answer(client.get("/best", params=shape | {"gpu": "h200", "l2": "fed"}))
         borrowed = the_answer(client.get("/best", params=shape | {"gpu": "h100", "l2": "fed"}))

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from service_client import make_client, write_service_rows
+from service_client import ready_client, write_service_rows
 from trial_rows import S1, S2, trial
 
 import variants
@@ -80,8 +80,7 @@ def ops_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]
     ]
     store_dir = write_service_rows(tmp_path_factory.mktemp("ops") / "results")
     write_table(rows, store_dir, "synthetic-forward")
-    with make_client(store_dir) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as client:
         yield client
 
 

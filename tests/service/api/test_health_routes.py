@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import make_client, ready_client
 from trial_rows import S1, VEC16, trial
 
 from results.store import bundled_results_dir, write_table
@@ -34,8 +34,7 @@ def test_readyz_counts_the_tuned_groups_of_every_op(tmp_path: Path) -> None:
         trial("h200", S1, "bf16", "vec", VEC16, 0.1),
     ]
     write_table(rows, tmp_path, "two-ops")
-    with make_client(tmp_path) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as c:
         ready = c.get("/readyz").json()
         assert ready["rows"] == 3 and ready["tuned"] == 3
         assert ready["tuned_by_op"] == {
@@ -62,8 +61,7 @@ def test_readyz_is_503_before_the_first_load(store_dir: Path) -> None:
 def test_corrupt_and_temporary_files_are_skipped_and_reported(store_dir: Path) -> None:
     (store_dir / "half-written.parquet").write_bytes(b"PAR1\x00\x01garbage")
     (store_dir / ".tmp-abc.parquet").write_bytes(b"PAR1")  # a writer's temporary file
-    with make_client(store_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as c:
         ready = c.get("/readyz").json()
         assert list(ready["skipped"]) == ["half-written.parquet"]
         assert "unreadable parquet" in ready["skipped"]["half-written.parquet"]
@@ -88,8 +86,7 @@ def test_directories_that_cannot_be_read_are_reported_not_served_as_empty(
         return listing(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    with make_client(store_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as c:
         ready = c.get("/readyz").json()
         assert ready["skipped"] == {
             "a100": "a directory that cannot be read (Permission denied): nothing under it is read"
@@ -98,8 +95,7 @@ def test_directories_that_cannot_be_read_are_reported_not_served_as_empty(
         assert sorted(ready["files"]) == ["synthetic-h100.parquet", "synthetic-others.parquet"]
         assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "h100"}).status_code == 200
     locked.add(store_dir)
-    with make_client(store_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as c:
         ready = c.get("/readyz").json()
         assert list(ready["skipped"]) == ["<results>"] and ready["files"] == []
         assert (
@@ -118,8 +114,7 @@ def wait_for(predicate, timeout: float = 10.0) -> bool:
 
 
 def test_new_files_are_picked_up_without_a_restart(store_dir: Path) -> None:
-    with make_client(store_dir, interval=0.1) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir, interval=0.1) as c:
         assert c.get("/best", params={"B": 8, "T": 1024, "gpu": "a100"}).status_code == 404
         write_table([trial("a100", S1, "bf16", "vec", VEC16, 0.2)], store_dir, "synthetic-a100")
         assert wait_for(lambda: c.get("/best", params={"B": 8, "T": 1024, "gpu": "a100"}).status_code == 200)
@@ -145,8 +140,7 @@ def test_readyz_lists_entries_that_are_not_files_with_why(store_dir: Path) -> No
     os.mkfifo(store_dir / "pipe.parquet")
     os.symlink("loop-b.parquet", store_dir / "loop-a.parquet")
     os.symlink("loop-a.parquet", store_dir / "loop-b.parquet")
-    with make_client(store_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as c:
         ready = c.get("/readyz").json()
         assert ready["skipped"] == {
             "h100/odd.parquet": "a directory, not a file",

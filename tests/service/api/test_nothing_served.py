@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from service_client import make_client
+from service_client import ready_client
 from trial_rows import S1, VEC16, trial
 
 from results.store import write_table
@@ -23,8 +23,7 @@ def test_a_corrupt_and_an_empty_file_are_named_as_unread(tmp_path: Path) -> None
     (tmp_path / "h100" / "corrupt.parquet").write_bytes(good.read_bytes()[:200])
     (tmp_path / "h100" / "empty.parquet").write_bytes(b"")
     good.unlink()
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         for params in ({}, {"gpu": "h100"}):
             r = client.get("/best", params={"B": 8, "T": 1024, **params})
             assert r.status_code == 404
@@ -35,8 +34,7 @@ def test_a_corrupt_and_an_empty_file_are_named_as_unread(tmp_path: Path) -> None
 
 def test_a_store_of_another_op_names_it(tmp_path: Path) -> None:
     write_table([trial("h200", S1, "bf16", "vec", FORWARD_VEC, 0.07, op=FORWARD)], tmp_path, "forward")
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         assert client.get("/best", params={"B": 8, "T": 1024, "op": FORWARD}).status_code == 200
         for params in ({}, {"gpu": "h200"}):
             r = client.get("/best", params={"B": 8, "T": 1024, **params})
@@ -59,8 +57,7 @@ def test_a_results_directory_that_cannot_be_listed_is_named(tmp_path: Path, monk
         return listing(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         r = client.get("/best", params={"B": 8, "T": 1024})
         assert r.status_code == 404
         assert r.json()["detail"].endswith("; 1 results file or directory could not be read (see /readyz)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import ready_client
 from trial_rows import S1, VEC16, trial
 
 from results.store import write_table
@@ -21,8 +21,7 @@ SHAPE_PAGE = "/dashboards/shape?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=b
 @pytest.fixture
 def client(store_dir: Path) -> Iterator[TestClient]:
     """An app of the test's own: these tests watch its page cache from empty, and reload it."""
-    with make_client(store_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as c:
         yield c
 
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
-from service_client import make_client, write_service_rows
+from service_client import ready_client, write_service_rows
 from trial_rows import S1, VEC16, trial
 
 import variants
@@ -96,8 +96,7 @@ def big_client(tmp_path: Path) -> Iterator[TestClient]:
         for n in range(BIG)
     ]
     write_table(rows, tmp_path / "results", "synthetic-big")
-    with make_client(tmp_path / "results") as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(tmp_path / "results") as c:
         yield c
 
 
@@ -206,8 +205,7 @@ def test_json_rows_read_back_as_the_stored_values(client: TestClient, served_dir
 def test_strings_are_escaped_in_json(tmp_path: Path) -> None:
     odd = 'quote " backslash \\ newline \n tab \t bell \x07 é ✓'
     write_table([trial("h100", S1, "bf16", "vec", VEC16, 0.1, message=odd)], tmp_path, "synthetic-odd")
-    with make_client(tmp_path) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as c:
         assert c.get("/results").json()["rows"][0]["message"] == odd
 
 
@@ -263,8 +261,7 @@ def ops_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]
     ]
     store_dir = write_service_rows(tmp_path_factory.mktemp("ops") / "results")
     write_table(rows, store_dir, "synthetic-forward")
-    with make_client(store_dir) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as client:
         yield client
 
 

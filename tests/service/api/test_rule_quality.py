@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import ready_client
 from trial_rows import SPLIT16, VEC16, rule_quality_rows, trial
 
 import variants
@@ -19,8 +19,7 @@ from results.store import write_table
 def rule_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     directory = tmp_path_factory.mktemp("rule-quality") / "results"
     write_table(rule_quality_rows(), directory, "synthetic-rule-quality")
-    with make_client(directory) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(directory) as c:
         yield c
 
 
@@ -121,8 +120,7 @@ def test_rule_quality_with_l2_fed_is_the_figures_best_serves_with_l2_fed(tmp_pat
         trial("g", b2, "bf16", "split", SPLIT16, 2.0, number=21, l2="fed"),
     ]
     write_table([*rule_quality_rows(), *fed], tmp_path, "synthetic-rule-quality-fed")
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         served = the_answer(client, B=16, T=1024, gpu="g", l2="fed")["rule_quality"]
         cold = the_answer(client, B=16, T=1024, gpu="g")["rule_quality"]
         (listed,) = client.get("/rule-quality", params={"gpu": "g", "l2": "fed"}).json()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import ready_client
 from test_dashboard_pages import hrefs, picker_options, specs, values
 from trial_rows import S1, h100_rows, other_rows, trial
 
@@ -47,8 +47,7 @@ def ops_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]
     write_table([*h100_rows(), backward_vec_row()], directory, "synthetic-backward")
     write_table(other_rows(), directory, "synthetic-others")
     write_table(forward_rows(), directory, "synthetic-forward")
-    with make_client(directory) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(directory) as client:
         yield client
 
 
@@ -187,8 +186,7 @@ def test_an_op_without_rows_says_how_to_tune_it(ops_client: TestClient, name: st
 
 def test_an_empty_store_says_no_results_for_the_default_op(tmp_path: Path) -> None:
     """Not three empty charts: the line that says how to tune, on every page and op."""
-    with make_client(tmp_path / "empty") as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path / "empty") as client:
         for name, path in PAGES.items():
             for op in (variants.DEFAULT_OP, FORWARD):
                 r = client.get(with_op(path, op))
@@ -200,8 +198,7 @@ def test_an_empty_store_says_no_results_for_the_default_op(tmp_path: Path) -> No
 def test_a_store_of_unreadable_files_says_so(tmp_path: Path) -> None:
     (tmp_path / "h100").mkdir(parents=True)
     (tmp_path / "h100" / "corrupt.parquet").write_bytes(b"PAR1 not a parquet file")
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         r = client.get("/dashboards")
         assert r.status_code == 200 and specs(r.text) == []
         (line,) = re.findall(r'<p class="unread">(.*?)</p>', r.text)

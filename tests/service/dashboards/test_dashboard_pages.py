@@ -12,7 +12,7 @@ from dashboard_page_helpers import (
     values,  # noqa: F401  (test_dashboard_ops.py imports it from here)
 )
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import ready_client
 from trial_rows import S1, VEC16, h100_rows, other_rows, trial
 
 import variants
@@ -119,8 +119,7 @@ def test_the_overview_pages_its_shapes_so_that_each_board_fits_one_screen(tmp_pa
     shapes = [variants.Shape(1, 16 * (n + 1), 32, 8, 128) for n in range(per_page + 3)]
     rows = [trial("h100", shape, "bf16", "vec", VEC16, 0.01 * (n + 1)) for n, shape in enumerate(shapes)]
     write_table(rows, tmp_path, "synthetic-many")
-    with make_client(tmp_path) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as c:
         first = c.get("/dashboards")
         assert first.status_code == 200
         assert f"Shapes 1-{per_page} of {per_page + 3}, smallest first" in first.text
@@ -144,8 +143,7 @@ def test_the_overview_pages_its_shapes_so_that_each_board_fits_one_screen(tmp_pa
 def test_bandwidth_page_draws_the_peak_of_a_known_gpu(tmp_path: Path) -> None:
     rows = [{**row, "gpu_name": "NVIDIA H200"} for row in other_rows() if row["gpu"] == "h200"]
     write_table(rows, tmp_path, "synthetic-h200")
-    with make_client(tmp_path) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as c:
         gbps = specs(c.get("/dashboards/bandwidth").text)[0]
         assert labelled_lines(gbps) == [(4800.0, 4800.0)]
         assert "4.80 TB/s" in gbps["layout"]["annotations"][0]["text"]
@@ -186,8 +184,7 @@ def test_the_overview_lists_the_configurations_tuned_fed_apart_with_their_fed_re
         trial("h100", S1, "bf16", "vec", VEC16, 0.0431, number=20, l2="fed"),
     ]
     write_table(rows, tmp_path, "run")
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         text = client.get("/dashboards").text
         fp32 = client.get("/dashboards", params={"dtype": "fp32"}).text
         fed_recipe = "/best?gpu=h100&B=8&T=1024&NH=32&NH_KV=8&HD=128&dtype=bf16&l2=fed"

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from dashboard_page_helpers import SHAPE, labelled_lines, specs
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import ready_client
 from trial_rows import S1, VEC16, trial
 
 import results.store
@@ -118,8 +118,7 @@ def bad_client(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tes
     # The store drops such rows as it reads them (tests/service/api/test_bad_rows.py); let them
     # through here, so that the dashboards are seen to cope with them on their own.
     monkeypatch.setattr(results.store, "validate_table", lambda table, families=None: (table, {}))
-    with make_client(store_dir) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(store_dir) as c:
         assert c.app.state.store.state.index.frame["gpu"].isna().any()  # they did load
         yield c
 

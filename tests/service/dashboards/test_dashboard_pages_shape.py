@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dashboard_page_helpers import SHAPE, hrefs, picker_options, specs, values
 from fastapi.testclient import TestClient
-from service_client import make_client
+from service_client import ready_client
 from trial_rows import S1, SPLIT16, VEC16, h100_rows, trial
 
 import variants
@@ -40,8 +40,7 @@ def test_the_heat_maps_star_marks_the_winner_the_page_names_where_runs_disagree(
         trial("h100", S1, "bf16", "split", SPLIT16, 0.11, number=11, run_id="synthetic-new"),
     ]
     write_table(rows, tmp_path, "runs")
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         text = client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE}).text
         best = client.get("/best", params={"gpu": "h100", **SHAPE}).json()["answers"][0]
     assert best["kernel"]["family"] == "split"
@@ -81,8 +80,7 @@ def test_shape_page_without_gpu_takes_the_only_one_that_tuned_it(client: TestCli
 
 def test_shape_page_without_gpu_on_a_one_gpu_store(tmp_path: Path) -> None:
     write_table(h100_rows(), tmp_path, "synthetic-h100")
-    with make_client(tmp_path) as c:
-        assert c.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as c:
         r = c.get("/dashboards/shape", params={"B": 1, "T": 1024})
         assert r.status_code == 200 and "<h1>h100 B=1,T=1024" in r.text
         assert c.get("/dashboards/bandwidth").status_code == 200
@@ -116,8 +114,7 @@ def test_the_shape_page_says_which_trials_its_winner_was_ranked_among(tmp_path: 
         trial("h100", S1, "bf16", "vec", {**VEC16, "block": 128}, 0.05, number=1),  # unheld
     ]
     write_table(rows, tmp_path, "run")
-    with make_client(tmp_path) as client:
-        assert client.app.state.store.wait_ready(30)
+    with ready_client(tmp_path) as client:
         text = client.get("/dashboards/shape", params={"gpu": "h100", **SHAPE}).text
     assert "ranked among the 1 of these trials timed with the tuner's 150 µs hold; the other 1" in text
     assert "vec[block=256" in text.split("<b>Winner:</b>")[1][:200]
