@@ -149,6 +149,13 @@ def test_best_json_of_nothing_is_an_empty_list(tmp_path: Path, capsys) -> None:
     assert json.loads(captured.out) == [] and "no trial rows" in captured.err
 
 
+def test_best_table_of_nothing_says_so_on_stderr_alone(tmp_path: Path, capsys) -> None:
+    # the message went to stdout in table form: `best > winners.txt` filed it as the table
+    assert main(["best", "--results", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip() == f"no trial rows under {tmp_path}"
+
+
 def test_best_of_a_gpu_the_results_lack_is_a_usage_error(recording: Path, capsys) -> None:
     for fmt in ("table", "json", "csv"):
         line = _refused(["best", "--results", str(recording), "--gpu", "h100", "--format", fmt], capsys)
@@ -205,7 +212,8 @@ def test_best_l2_fed_of_results_timed_cold_alone_says_so(tmp_path: Path, capsys)
     write_table([trial("h200", S1, "bf16", "split", SPLIT16, 0.08, number=0)], tmp_path / "h200", "run")
     expected = f"no winners timed with L2 fed under {tmp_path} (python -m tuner --l2 fed tunes them"
     assert main(["best", "--results", str(tmp_path), "--l2", "fed"]) == 1
-    assert capsys.readouterr().out.startswith(expected)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith(expected)
     assert main(["best", "--results", str(tmp_path), "--l2", "fed", "--format", "json"]) == 1
     captured = capsys.readouterr()
     assert captured.out.strip() == "[]" and captured.err.startswith(expected)
@@ -224,7 +232,7 @@ def test_best_of_results_holding_other_ops_alone_names_them(tmp_path: Path, caps
     write_table([row], tmp_path / "h200", "run")
     assert main(["best", "--results", str(tmp_path)]) == 1
     held = "they hold rope_repkv_forward (--op rope_repkv_forward)"
-    assert capsys.readouterr().out.strip() == f"no trial rows of repkv_backward under {tmp_path}; {held}"
+    assert capsys.readouterr().err.strip() == f"no trial rows of repkv_backward under {tmp_path}; {held}"
     assert main(["best", "--results", str(tmp_path), "--op", "rope_repkv_forward", "--format", "csv"]) == 0
     assert "naive[block=128]" in capsys.readouterr().out
 
@@ -242,7 +250,7 @@ def test_best_of_a_gpu_with_rows_of_other_ops_alone_names_them(tmp_path: Path, c
     assert main(["best", "--results", str(tmp_path), "--gpu", "h100"]) == 1
     only = "only rows of rope_repkv_forward (--op rope_repkv_forward)"
     expected = f"GPU h100 has no trial rows of repkv_backward under {tmp_path}, {only}"
-    assert capsys.readouterr().out.strip() == expected
+    assert capsys.readouterr().err.strip() == expected
 
 
 def test_best_and_export_read_the_results_directory_alone_with_no_bundled(

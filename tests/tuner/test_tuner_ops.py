@@ -99,7 +99,7 @@ def test_best_shows_one_ops_winners(tmp_path: Path, capsys: pytest.CaptureFixtur
     forward_out = capsys.readouterr().out
     assert "0.02" in forward_out and "0.03" not in forward_out
     assert main(["best", "--results", str(tmp_path), "--no-bundled", "--op", "rope_repkv_forward"]) == 1
-    assert "no trial rows of rope_repkv_forward" in capsys.readouterr().out
+    assert "no trial rows of rope_repkv_forward" in capsys.readouterr().err
 
 
 def test_the_winners_of_a_fused_op_are_set_against_its_naive_kernel(

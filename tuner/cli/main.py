@@ -107,8 +107,8 @@ def cmd_best(args: argparse.Namespace) -> int:
         frame = frame[frame["gpu"] == args.gpu]
     table = winners_table(frame, args.l2)
     if frame.empty or (table.empty and args.l2 != L2_COLD):
-        message = _no_winners(args, where, frame, every_op)
-        print(message, file=sys.stdout if args.format == "table" else sys.stderr)
+        # on stderr in every format: `best > winners.txt` keeps an empty table, not the message
+        print(_no_winners(args, where, frame, every_op), file=sys.stderr)
         if args.format != "table":  # an empty document, so that a reader's parser still works
             write_winners(table, args.format)
         return 1

@@ -220,7 +220,12 @@ def _add_check(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def _add_best(sub: argparse._SubParsersAction, name: str) -> None:
-    p = sub.add_parser(name, help="print the winners table of a results directory")
+    p = sub.add_parser(
+        name,
+        help="print the winners table of a results directory",
+        epilog="exit status: 0 winners printed (unreadable files are skipped with a warning), "
+        "1 no winners to print, 2 a usage error",
+    )
     p.add_argument("--results", type=directory, metavar="DIR", help=results_alone_help(DEFAULT_RESULTS))
     p.add_argument("--no-bundled", dest="bundled", action="store_false", help=NO_BUNDLED_HELP)
     p.add_argument("--gpu", type=gpu_label_argument, help="only this GPU label")
@@ -286,7 +291,10 @@ def _add_replay_eval(sub: argparse._SubParsersAction, name: str) -> None:
 
 def _add_merge(sub: argparse._SubParsersAction, name: str) -> None:
     p = sub.add_parser(
-        name, help="copy the trial rows of several results directories into one, each row once"
+        name,
+        help="copy the trial rows of several results directories into one, each row once",
+        epilog="exit status: 0 every source file merged, 1 some could not be read (skipped and "
+        "listed; the rest merged), 2 a usage error",
     )
     p.add_argument(
         "sources",
