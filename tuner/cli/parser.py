@@ -24,19 +24,17 @@ from tuner.cli.arguments import (
     heartbeat_seconds,
     microseconds,
     nonempty,
-    nonnegative_fraction,
     nonnegative_int,
     parse_dtypes,
     parse_shapes,
     positive_int,
-    positive_number,
     positive_seconds,
     results_alone_help,
     seed,
     show_progress,
     time_limit,
 )
-from tuner.cli.defaults import AHEAD, DEFAULT_SAMPLERS, HEARTBEAT_S, WARM_START_SIZE
+from tuner.cli.defaults import AHEAD, HEARTBEAT_S, WARM_START_SIZE
 from tuner.cli.presets import DEFAULT_TRIALS, MODELS
 from tuner.run.gpus import gpu_label_argument
 from tuner.runners.replay import bundled_note, recording_dir
@@ -250,43 +248,13 @@ def _add_export(sub: argparse._SubParsersAction, name: str) -> None:
 
 
 def _add_replay_eval(sub: argparse._SubParsersAction, name: str) -> None:
+    from tuner.cli.replay_eval import add_replay_eval_arguments
+
     p = sub.add_parser(
         name,
         help="trials each sampler needs to come within 2%% of the optimum, on exhaustive recordings",
     )
-    p.add_argument(
-        "recording",
-        type=recording_dir,
-        metavar="DIR|bundled",
-        help=f"a results directory holding exhaustive (grid) trials, or {bundled_note('bundled')}",
-    )
-    p.add_argument("--gpu", type=gpu_label_argument, help="GPU label (default: the recording's only one)")
-    p.add_argument(
-        "--samplers",
-        default=",".join(DEFAULT_SAMPLERS),
-        help=f"comma list; NAME+warm starts from the nearest recorded shapes, the evaluated one held out "
-        f"(default {','.join(DEFAULT_SAMPLERS)})",
-    )
-    p.add_argument("--seeds", type=positive_int, default=20, help="seeds per shape and dtype (default 20)")
-    p.add_argument(
-        "--tolerance", type=nonnegative_fraction, default=0.02, help="distance to the optimum (default 0.02)"
-    )
-    p.add_argument(
-        "--max-trials", type=positive_int, default=200, help="give up after this many (default 200)"
-    )
-    p.add_argument("--jobs", type=positive_int, help="processes (default: one per core)")
-    p.add_argument(
-        "--ahead",
-        type=positive_int,
-        default=AHEAD,
-        metavar="N",
-        help=f"trials asked at once, as tune does on a GPU (default {AHEAD})",
-    )
-    p.add_argument(
-        "--target", type=positive_number, default=25, help="trials the first sampler must stay within (25)"
-    )
-    p.add_argument("--check", action="store_true", help="exit 1 if the first sampler misses --target")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_replay_eval_arguments(p)
 
 
 def _add_merge(sub: argparse._SubParsersAction, name: str) -> None:

@@ -12,8 +12,17 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from tuner.cli.arguments import UsageError, csv_values, show_progress
-from tuner.runners.replay import bundled_note, no_rows
+from tuner.cli.arguments import (
+    UsageError,
+    csv_values,
+    nonnegative_fraction,
+    positive_int,
+    positive_number,
+    show_progress,
+)
+from tuner.cli.defaults import AHEAD, DEFAULT_SAMPLERS
+from tuner.run.gpus import gpu_label_argument
+from tuner.runners.replay import bundled_note, no_rows, recording_dir
 
 PROGRESS_EVERY_S = 15.0  # between two progress lines
 
@@ -105,3 +114,39 @@ def run_replay_eval(args: argparse.Namespace) -> int:
     verdict = "meets" if first <= args.target else "misses"
     print(f"{samplers[0]} {verdict} the target of {args.target:g} trials")
     return 1 if args.check and first > args.target else 0
+
+
+def add_replay_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "recording",
+        type=recording_dir,
+        metavar="DIR|bundled",
+        help=f"a results directory holding exhaustive (grid) trials, or {bundled_note('bundled')}",
+    )
+    p.add_argument("--gpu", type=gpu_label_argument, help="GPU label (default: the recording's only one)")
+    p.add_argument(
+        "--samplers",
+        default=",".join(DEFAULT_SAMPLERS),
+        help=f"comma list; NAME+warm starts from the nearest recorded shapes, the evaluated one held out "
+        f"(default {','.join(DEFAULT_SAMPLERS)})",
+    )
+    p.add_argument("--seeds", type=positive_int, default=20, help="seeds per shape and dtype (default 20)")
+    p.add_argument(
+        "--tolerance", type=nonnegative_fraction, default=0.02, help="distance to the optimum (default 0.02)"
+    )
+    p.add_argument(
+        "--max-trials", type=positive_int, default=200, help="give up after this many (default 200)"
+    )
+    p.add_argument("--jobs", type=positive_int, help="processes (default: one per core)")
+    p.add_argument(
+        "--ahead",
+        type=positive_int,
+        default=AHEAD,
+        metavar="N",
+        help=f"trials asked at once, as tune does on a GPU (default {AHEAD})",
+    )
+    p.add_argument(
+        "--target", type=positive_number, default=25, help="trials the first sampler must stay within (25)"
+    )
+    p.add_argument("--check", action="store_true", help="exit 1 if the first sampler misses --target")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
