@@ -1,6 +1,7 @@
-"""What the chain benchmark runs of this project's kernels: the configuration the results store
-serves on this GPU for an op, shape and dtype (`results.selection.select`: exact, else nearest),
-or the op's generic configuration where nothing tuned serves (no GPU needed)."""
+"""What the chain benchmark runs of this project's kernels: what the PyTorch op serves on this GPU
+for an op, shape and dtype (`results.selection.select`: exact, else nearest; from another GPU's
+tuning where this one has none, as the op borrows it), or the op's generic configuration where
+nothing tuned serves (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,22 @@ def load_index(results: Path | None = None) -> Any:
     return build_index(load_results(read_dirs(results))[0])
 
 
-def served(index: Any, label: str, op_name: str, shape: Shape, dtype: DType) -> tuple[Config, str]:
-    """(configuration, where it comes from) for op `op_name` at (shape, dtype) on GPU `label`."""
+def served(
+    index: Any, label: str, op_name: str, shape: Shape, dtype: DType, capability: int | None = None
+) -> tuple[Config, str]:
+    """(configuration, where it comes from) for op `op_name` at (shape, dtype) on GPU `label`,
+    of compute capability `capability` (10*major + minor; None: any): another GPU's tuning
+    where `label` has none, of a family this GPU runs (`repkv_tune.launcher` does the same)."""
     from results.selection import select
 
-    choice = select(index.for_op(op_name), label, shape, dtype)
-    if choice is not None:
+    choice = select(index.for_op(op_name), label, shape, dtype, other_gpus=True)
+    family = None if choice is None else OPS[op_name].families.get(choice.candidate.config.family)
+    if choice is not None and family is not None and family.min_compute_capability <= (capability or 10**9):
         tuned_at = f"{choice.group.shape.key} {choice.group.dtype.name}"
+        if choice.group.gpu != label:
+            tuned_at += f" on {choice.group.gpu}"
         return choice.candidate.config, f"{choice.match}, tuned at {tuned_at}"
     from results.selection import generic_config
 
     config = generic_config(shape, dtype, OPS[op_name])
-    return config, f"generic: nothing in the store for {label!r} serves it"
+    return config, f"generic: nothing tuned in the store serves it on {label!r}"

@@ -17,7 +17,7 @@ from tuner.runners.gpu.kernels import Kernels
 from tuner.runners.gpu.peers import share_stream_with_torch
 from tuner.runners.gpu.session import DeviceSession
 from tuner.runners.gpu.timing import copy_launchers
-from variants import OPS
+from variants import OPS, Config, DType, Shape
 
 from .choices import served
 from .gpu_peers import Launch, Peers
@@ -64,7 +64,12 @@ class ChainBench:
         self.say, self.elapsed = say, elapsed
         self.rows: list[dict[str, Any]] = []
         self.gpu_name = ""
+        self.capability = int(cp.cuda.Device().compute_capability)  # "90" on Hopper
         torch_peers.configure_dynamo()
+
+    def served(self, op_name: str, shape: Shape, dtype: DType) -> tuple[Config, str]:
+        """What the op serves on this GPU (`choices.served`)."""
+        return served(self.index, self.label, op_name, shape, dtype, self.capability)
 
     def run(self, after_case: Callable[[], None]) -> None:
         for pair in self.plan.pairs:
@@ -105,14 +110,14 @@ class Case(Peers):
             self.add(LLMC_BEST, lambda: (self.chain(self.repkv_k1(best_repkv), self.rope(best_rope)), label))
 
             def unfused() -> tuple[Launch, str]:
-                config, how = served(self.bench.index, self.bench.label, pair.repkv, shape, dtype)
+                config, how = self.bench.served(pair.repkv, shape, dtype)
                 text = f"{pair.repkv} {config.key} ({how}) + llm.c rope@{best_rope}"
                 return self.chain(self.repkv_config(config), self.rope(best_rope)), text
 
             self.add(UNFUSED, unfused)
 
         def fused() -> tuple[Launch, str]:
-            config, how = served(self.bench.index, self.bench.label, pair.fused, shape, dtype)
+            config, how = self.bench.served(pair.fused, shape, dtype)
             return self.session.launcher(shape, dtype, config), f"{config.key} ({how})"
 
         self.add(FUSED, fused, op=self.op)

@@ -131,8 +131,11 @@ def test_usage_errors_exit_2_and_say_what_to_do(argv: list[str], words: str, cap
 
 
 # --- what the store serves the benchmark ---
-def test_the_store_serves_the_fused_and_repkv_ops_and_a_generic_config_elsewhere() -> None:
+def test_the_store_serves_the_fused_and_repkv_ops_as_the_op_would(tmp_path: Path) -> None:
     from bench_chain_parts.choices import load_index, served
+
+    from results.index import build_index
+    from results.store import load_results
 
     index = load_index()
     bf16 = get_dtype("bf16")
@@ -140,8 +143,30 @@ def test_the_store_serves_the_fused_and_repkv_ops_and_a_generic_config_elsewhere
         for op in (pair.fused, pair.repkv):
             config, how = served(index, "h200", op, SEED, bf16)
             assert how.startswith("exact") and config.family in OPS[op].families
-    config, how = served(index, "no-such-gpu", "rope_repkv_forward", SEED, bf16)
+    # another GPU borrows the H200's tuning, as the op does (a generic `vec` was timed on an H100)
+    config, how = served(index, "h100", "rope_repkv_forward", SEED, bf16, capability=90)
+    assert config == served(index, "h200", "rope_repkv_forward", SEED, bf16)[0]
+    assert how.endswith("on h200") and how.startswith("nearest")
+    empty = build_index(load_results([tmp_path])[0])
+    config, how = served(empty, "h100", "rope_repkv_forward", SEED, bf16)
     assert how.startswith("generic") and config.family == "vec" and config.values["block"] == 256
+
+
+def test_a_family_this_gpu_cannot_run_is_not_borrowed(tmp_path: Path) -> None:
+    from bench_chain_parts.choices import served
+    from trial_rows import S1, trial
+
+    from results.index import build_index
+    from results.store import load_results, write_table
+
+    bulk = {"block": 256, "blocks_per_sm": 0, "groups": 1, "l2": "none", "stages": 2}
+    write_table([trial("h200", S1, "bf16", "bulk", bulk, 0.07)], tmp_path / "h200", "run")
+    index = build_index(load_results([tmp_path])[0])
+    bf16 = get_dtype("bf16")
+    config, how = served(index, "h100", "repkv_backward", S1, bf16, capability=90)
+    assert config.family == "bulk" and how == f"nearest, tuned at {S1.key} bf16 on h200"
+    config, how = served(index, "a100", "repkv_backward", S1, bf16, capability=80)  # bulk needs sm_90
+    assert how.startswith("generic") and config.family == "vec"
 
 
 def test_the_run_is_named_after_the_gpu_the_time_and_the_process() -> None:
