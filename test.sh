@@ -41,5 +41,5 @@ fi
 # The tests start hundreds of Python processes: each imports from bytecode cached by the first,
 # even where the environment asks Python not to write it.
 unset PYTHONDONTWRITEBYTECODE
-# loadgroup: tests that share an expensive fixture (xdist_group, see tests/conftest.py) run in one worker.
+# loadgroup: the tests of a group (tests/conftest.py, ONE_WORKER) run in one worker; `-n` alone means the same there.
 exec .venv/bin/python -m pytest -n auto --dist loadgroup "$@"

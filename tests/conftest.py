@@ -56,6 +56,16 @@ def one_worker_group(nodeid: str) -> str | None:
     return next((group for prefix, group in ONE_WORKER.items() if nodeid.startswith(prefix)), None)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # `-n N` without `--dist` distributes as ./test.sh does: xdist would pick `load`, which
+    # scatters the GPU tests over the workers, their >2^31-element cases out of memory beside
+    # each other and their timings disturbed. (Runs before xdist's own hook: a conftest's
+    # tryfirst hook is called before a plugin's registered earlier.) `--dist load` still wins.
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     if config.getvalue("dist") != "loadgroup":
