@@ -6,11 +6,13 @@ latest run that timed it (the race: the fastest of its shortlist, where the run 
 `race_bound`: the fastest of what a run timed of it, the served one among them, an upper bound).
 A choice no run timed is not judged. Ratios are to the run's tuned winner, timed in that run.
 
-    python scripts/judge_untuned.py [RUN.parquet ...] [--gpu h200] [--out judged.parquet]
+    python scripts/judge_untuned.py [RUN.parquet ...] [--gpu h200] [--timed-on h100] [--out judged.parquet]
 
-Without files: every `docs/runs/<gpu>_untuned_holdout*.parquet`, oldest first by the commit
-that last changed each (a later run's timing of a choice replaces an earlier one's). The
-table of docs/untuned.md ("Where things stand") comes from this script.
+`--gpu`: whose store rows the rule is fitted on. Without files: every
+`docs/runs/<timed-on>_untuned_holdout*.parquet` (`--timed-on` defaults to `--gpu`), oldest first
+by the commit that last changed each (a later run's timing of a choice replaces an earlier
+one's). The table of docs/untuned.md ("Where things stand") comes from this script; so does
+its H100 table (`--timed-on h100`: the H200 rule, timed on an H100).
 """
 
 from __future__ import annotations
@@ -159,16 +161,20 @@ def commit_time(path: Path) -> int:
     return int(out) if out else 2**62  # not committed yet: the newest
 
 
+def recorded_runs(gpu: str, directory: Path = ROOT / "docs" / "runs") -> list[Path]:
+    """The hold-out runs timed on `gpu` in `directory`, oldest first."""
+    found = directory.glob(f"{gpu}_untuned_holdout*.parquet")
+    return sorted(found, key=lambda p: (commit_time(p), p.name))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", type=Path, help="hold-out run parquet files, oldest first")
-    parser.add_argument("--gpu", default="h200")
+    parser.add_argument("--gpu", default="h200", help="the store rows the rule is fitted on")
+    parser.add_argument("--timed-on", help="without RUN files: this GPU's runs in docs/runs (default --gpu)")
     parser.add_argument("--out", type=Path, help="write the per-group table here (parquet)")
     args = parser.parse_args(argv)
-    runs = args.runs or sorted(
-        (ROOT / "docs" / "runs").glob(f"{args.gpu}_untuned_holdout*.parquet"),
-        key=lambda p: (commit_time(p), p.name),
-    )
+    runs = args.runs or recorded_runs(args.timed_on or args.gpu)
     groups = [g for path in runs for g in timed_groups(pd.read_parquet(path), path.name)]
     if not groups:
         print("no hold-out runs to judge", file=sys.stderr)

@@ -67,3 +67,11 @@ def test_each_choice_is_judged_by_the_latest_run_that_timed_it() -> None:
     untimed = judge.judge(newer, judge.chosen(store, newer, "g")).set_index("choice")
     assert not math.isnan(untimed.loc["race_bound", "ratio"])
     assert math.isnan(untimed.loc["race", "ratio"]) and pd.isna(untimed.loc["race", "run"])
+
+
+def test_the_runs_read_by_default_are_those_timed_on_the_gpu_named(tmp_path) -> None:
+    judge = load_script("scripts/judge_untuned.py")
+    for name in ("h100_untuned_holdout_a", "h100_untuned_holdout_b", "h200_untuned_holdout_a", "h100_chain"):
+        (tmp_path / f"{name}.parquet").write_bytes(b"")
+    found = [p.name for p in judge.recorded_runs("h100", tmp_path)]
+    assert found == ["h100_untuned_holdout_a.parquet", "h100_untuned_holdout_b.parquet"]
