@@ -116,12 +116,6 @@ def import_cupy():
     return cupy
 
 
-def runs_on(op: Op, config: Config, compute_capability: int) -> bool:
-    """Whether a GPU of this compute capability (10*major + minor) runs the op's configuration."""
-    family = op.families.get(config.family)
-    return family is not None and family.min_compute_capability <= compute_capability
-
-
 class Launchers:
     """Launchers per (op, shape, dtype, device index), and the results index they are chosen
     from (loaded once, on the first CUDA call; each op served from `StoreIndex.for_op`)."""
@@ -170,7 +164,8 @@ class Launchers:
         index = self.index().for_op(op.name).in_state(L2)
         listed = shortlist(index, gpu, shape, dtype, other_gpus=True) if gpu else []
         major, minor = torch.cuda.get_device_capability(device)
-        listed = [c for c in listed if runs_on(op, c.candidate.config, 10 * major + minor)]  # borrowed ones
+        capability = 10 * major + minor  # another GPU's configurations may not run here
+        listed = [c for c in listed if variants.runs_on(c.candidate.config, capability, op)]
         if not listed:
             config = generic_config(shape, dtype, op)
             log.warning(

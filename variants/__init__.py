@@ -83,9 +83,12 @@ def families_for(compute_capability: str | int | None) -> dict[str, Family]:
     return {n: f for n, f in FAMILIES.items() if number is None or f.min_compute_capability <= number}
 
 
-def runs_on(config: Config, compute_capability: str | int | None) -> bool:
-    """Whether a GPU of this compute capability can run the configuration's family."""
-    return config.family in families_for(compute_capability)
+def runs_on(config: Config, compute_capability: str | int | None, op: Op | None = None) -> bool:
+    """Whether a GPU of this compute capability ("9.0" or 90; None: unknown, any) can run the
+    configuration's family of `op` (default repkv_backward); False for a family `op` lacks."""
+    family = (FAMILIES if op is None else op.families).get(config.family)
+    number = compute_capability_number(compute_capability)
+    return family is not None and (number is None or family.min_compute_capability <= number)
 
 
 def valid_configs(shape: Shape, dtype: DType, families: dict[str, Family] | None = None) -> list[Config]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from variants import OPS, Config, DType, Shape
+from variants import OPS, Config, DType, Shape, runs_on
 
 
 def load_index(results: Path | None = None) -> Any:
@@ -29,8 +29,7 @@ def served(
     from results.selection import select
 
     choice = select(index.for_op(op_name), label, shape, dtype, other_gpus=True)
-    family = None if choice is None else OPS[op_name].families.get(choice.candidate.config.family)
-    if choice is not None and family is not None and family.min_compute_capability <= (capability or 10**9):
+    if choice is not None and runs_on(choice.candidate.config, capability, OPS[op_name]):
         tuned_at = f"{choice.group.shape.key} {choice.group.dtype.name}"
         if choice.group.gpu != label:
             tuned_at += f" on {choice.group.gpu}"

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from repkv_tune import launcher as L  # noqa: E402
 from results.selection import generic_config  # noqa: E402
-from variants import DTYPES, OPS, Config, Shape, get_op  # noqa: E402
+from variants import DTYPES, OPS, Config, Shape, get_op, runs_on  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -63,9 +63,9 @@ def test_an_odd_hd_has_no_rope_kernel() -> None:
 
 def test_runs_on_reads_the_ops_own_families() -> None:
     op = get_op("repkv_forward")
-    assert L.runs_on(op, Config.of("replicate", block=256), 80)  # no such family in repkv_backward
-    assert not L.runs_on(op, Config.of("bulk", block=256), 90)
-    assert not L.runs_on(get_op(), Config.of("bulk", block=256), 80)  # bulk needs sm_90
+    assert runs_on(Config.of("replicate", block=256), 80, op)  # no such family in repkv_backward
+    assert not runs_on(Config.of("bulk", block=256), 90, op)
+    assert not runs_on(Config.of("bulk", block=256), 80, get_op())  # bulk needs sm_90
 
 
 @pytest.fixture
