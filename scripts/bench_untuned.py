@@ -10,7 +10,11 @@
      the llm.c header's choice (`results.header`: its fallback where the layout is untuned),
      llm.c's kernel1 at block 128, and a device copy of the same bytes.
 
-The raced configuration is the shortlist's fastest in step 3.
+The raced configuration is the shortlist's fastest in step 3. With --refine, a fourth step
+times, again over 3 interleaved rounds, the raced configuration, the tuned winner and every
+valid configuration one parameter away from the raced one (`Family.neighbours`): how close one
+step of local search after the race would come (columns `refined`, `refined_vs_tuned`, and
+`refine_steps`, every step's ms).
 
 Output: `untuned.parquet` (the table of time ratios to the tuned winner, also printed) and
 `untuned_tuning.parquet` (the tuner's rows) in `--out` (default `docs/runs/`); the table of
@@ -96,6 +100,26 @@ def stored_shapes(index, gpu: str, layouts: list[tuple[int, int, int]]) -> list[
     return sorted(found, key=lambda s: (layouts.index(s.layout), s.tokens))
 
 
+def refine_after_race(runner, op, shape: Shape, dtype, raced: Config, tuned: Config) -> dict:
+    """Step 4 (--refine): the raced configuration's one-parameter neighbours, timed with it and
+    the tuned winner over 3 interleaved rounds; the fastest of the race's and its neighbours'."""
+    steps = [raced, *op.family(raced.family).neighbours(shape, dtype, raced)]
+    timed = list(dict.fromkeys([*steps, tuned]))
+    runner.prepare([(shape, dtype, c) for c in timed])
+    times: dict[Config, float] = {}
+    for _ in range(3):
+        for config in timed:
+            m = runner.measure(shape, dtype, config)
+            if m.ok:
+                times[config] = min(times.get(config, float("inf")), m.time_ms)
+    best = min(steps, key=lambda c: times.get(c, float("inf")))
+    return {
+        "refined": best.key,
+        "refined_vs_tuned": times.get(best, float("nan")) / times.get(tuned, float("nan")),
+        "refine_steps": json.dumps({c.key: times.get(c) for c in timed}),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", default="h200")
@@ -113,6 +137,11 @@ def main() -> int:
         help="also time the first N configurations the rule would serve, at most 3 of a tuned group "
         "and 4 of a family "
         "(column explored: every timed configuration's ms, to weigh other shortlists offline)",
+    )
+    parser.add_argument(
+        "--refine",
+        action="store_true",
+        help="then time the raced configuration's one-parameter neighbours (columns refined*)",
     )
     args = parser.parse_args()
     dtypes = args.dtype.split(",")
@@ -229,6 +258,8 @@ def main() -> int:
                 "listed": json.dumps([c.key for c in listed]),
                 "explored": json.dumps({c.key: times.get(c) for c in dict.fromkeys([*listed, *explored])}),
             }
+            if args.refine:
+                row |= refine_after_race(runner, op, shape, dtype, raced, tuned)
             row["served_vs_tuned"] = row["served_ms"] / row["tuned_ms"]
             row["raced_vs_tuned"] = row["raced_ms"] / row["tuned_ms"]
             row["header_vs_tuned"] = row["header_ms"] / row["tuned_ms"]
@@ -237,9 +268,10 @@ def main() -> int:
             rows.append(row)
             # written after each group: a run cut short by its time limit keeps what it timed
             pd.DataFrame(rows).to_parquet(args.out / "untuned.parquet", index=False)
+            refined = f", refined {row['refined_vs_tuned']:.3f}x" if args.refine else ""
             print(
                 f"{shape.key} {name}: served {row['served_vs_tuned']:.3f}x, "
-                f"raced {row['raced_vs_tuned']:.3f}x, header {row['header_vs_tuned']:.3f}x of the "
+                f"raced {row['raced_vs_tuned']:.3f}x{refined}, header {row['header_vs_tuned']:.3f}x of the "
                 f"40-trial winner ({row['tuned_ms']:.4f} ms, {row['tuned_vs_copy']:.3f}x the copy, "
                 f"kernel1 {row['kernel1_vs_tuned']:.2f}x)",
                 flush=True,

@@ -13,6 +13,9 @@
 #   bwd_rest      repkv_backward at the nine GQA and MHA presets
 #   bf16_probe    scripts/probes/probe_bf16_unpack.py for repkv_rope_backward
 #   fwd_rest      repkv_forward at the nine GQA and MHA presets
+# and, named only (not in the default order, which fits one 10-minute call):
+#   refine_mqa    repkv_backward at the MQA presets with --refine: the raced configuration's
+#                 one-parameter neighbours timed after the race (a local search's first step)
 set -u
 dir=${1:?usage: scripts/holdout_battery.sh DIR [PART...]}
 shift
@@ -31,6 +34,7 @@ for part in "${parts[@]}"; do
     rope_bwd_mqa) timeout 130 "${untuned[@]}" --op repkv_rope_backward --layouts $mqa --explore 14 --out "$out" ;;
     bwd_rest) timeout 150 "${untuned[@]}" --op repkv_backward --layouts $rest --out "$out" ;;
     bf16_probe) timeout 50 python3 scripts/probes/probe_bf16_unpack.py --op repkv_rope_backward --out "$out" ;;
+    refine_mqa) timeout 200 "${untuned[@]}" --op repkv_backward --layouts $mqa --refine --out "$out" ;;
     fwd_rest) timeout 120 "${untuned[@]}" --op repkv_forward --layouts $rest --out "$out" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac > >(tee "$out/log.txt") 2>&1

@@ -257,6 +257,16 @@ class Family(abc.ABC):
     def valid_configs(self, shape: Shape, dtype: DType) -> list[Config]:
         return list(_valid_configs(self, shape, dtype))
 
+    def neighbours(self, shape: Shape, dtype: DType, config: Config) -> list[Config]:
+        """The valid configurations for (shape, dtype) one parameter away from `config` (a local
+        search's next steps), in the space's order; InvalidConfig if `config` is not of this family."""
+        values = self.validate(config)
+        return [
+            c
+            for c in self.valid_configs(shape, dtype)
+            if sum(value != values[name] for name, value in c.params) == 1
+        ]
+
     def name_expression(self, shape: Shape, dtype: DType, config: Config) -> str:
         """`repkv_<name><args...>`: what the compiler instantiates, and the kernel's identity."""
         values = self._require(shape, dtype, config)

@@ -43,6 +43,7 @@ PUBLIC_API = {
     "completed",
     "rejection",
     "valid_configs",
+    "neighbours",
     "name_expression",
     "geometry",
 }

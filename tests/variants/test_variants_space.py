@@ -133,3 +133,20 @@ def test_name_expression_is_the_identity_of_a_kernel() -> None:
     templates = {f.template_path for f in FAMILIES.values()}
     assert len({f.source_hash for f in FAMILIES.values()}) == len(templates)
     assert FAMILIES["warp_sum_runtime"].source_hash == FAMILIES["warp_sum"].source_hash
+
+
+def test_neighbours_differ_in_one_parameter_and_serve_the_shape() -> None:
+    vec, bf16 = get_family("vec"), DTYPES["bf16"]
+    config = Config.of("vec", block=256, load="ldg", store="plain", vec_bytes=16)
+    found = vec.neighbours(SEED, bf16, config)
+    # 5 other blocks, 2 other loads, 1 other store, 2 other widths: every one valid at the seed
+    assert len(found) == 5 + 2 + 1 + 2 and config not in found
+    for other in found:
+        assert sum(a != b for a, b in zip(config.params, other.params, strict=True)) == 1
+        assert vec.rejection(SEED, bf16, other) is None
+    # where a width cannot serve the shape (HD 6 in fp32: no 16-byte words), it is no neighbour
+    narrow = Shape(1, 8, 4, 2, 6)
+    small = Config.of("vec", block=256, load="ldg", store="plain", vec_bytes=4)
+    assert {c.values["vec_bytes"] for c in vec.neighbours(narrow, DTYPES["fp32"], small)} == {4, 8}
+    with pytest.raises(InvalidConfig):
+        vec.neighbours(SEED, bf16, Config.of("split", block=256))
