@@ -57,7 +57,8 @@ from results.header import export_table, plan  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.selection import nearest_choices, select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
-from variants import Config, Shape, get_dtype  # noqa: E402
+from tuner.runners.runner import Runner  # noqa: E402
+from variants import Config, DType, Shape, get_dtype  # noqa: E402
 
 # Real model layouts at batch/sequence sizes the store does not hold, and odd sizes.
 SHAPES = [
@@ -100,7 +101,9 @@ def stored_shapes(index, gpu: str, layouts: list[tuple[int, int, int]]) -> list[
     return sorted(found, key=lambda s: (layouts.index(s.layout), s.tokens))
 
 
-def refine_after_race(runner, op, shape: Shape, dtype, raced: Config, tuned: Config) -> dict:
+def refine_after_race(
+    runner: Runner, op: variants.Op, shape: Shape, dtype: DType, raced: Config, tuned: Config
+) -> dict[str, object]:
     """Step 4 (--refine): the raced configuration's one-parameter neighbours, timed with it and
     the tuned winner over 3 interleaved rounds; the fastest of the race's and its neighbours'."""
     steps = [raced, *op.family(raced.family).neighbours(shape, dtype, raced)]
