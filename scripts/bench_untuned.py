@@ -294,6 +294,9 @@ def main() -> int:
         )
     within = (table["raced_vs_tuned"] <= 1.02).sum()
     print(f"raced within 2% of the 40-trial winner: {within} of {len(table)}")
+    for column in ("raced_vs_tuned", "refined_vs_tuned")[: 1 + args.refine]:
+        close = (table[column] <= 1.03).sum()
+        print(f"{column}: within 3% on {close} of {len(table)}, worst {table[column].max():.3f}")
     return 0
 
 
