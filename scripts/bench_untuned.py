@@ -29,9 +29,7 @@ configuration the whole store serves for the shape (its tuned winner, 40 trials 
 re-measured with the others. `--op` picks the op (default repkv_backward; `--layouts` names
 preset layouts to hold out, each at the B*T the store holds for it).
 
-The H200 run of 2026-11-30 (docs/runs/h200_untuned.*) added its 40-trial tunings
-to the bundled store (results/data/h200/20261130T122045-vm-1901.parquet), so these shapes
-are tuned now: pass other shapes (--shape) to repeat the experiment.
+SHAPES are in the bundled store since the H200 run docs/runs/h200_untuned.*: pass others (--shape).
 """
 
 from __future__ import annotations
@@ -49,11 +47,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "docs" / "runs"  # where the runs behind the shipped tables are kept
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its parts, also when loaded from its path
+
+from bench_untuned_parts.holdout import header_choice, stored_shapes, without_layout  # noqa: E402
 
 import variants  # noqa: E402
 from results import layout_rule  # noqa: E402
 from results.best import winners  # noqa: E402
-from results.header import export_table, plan  # noqa: E402
+from results.header import export_table  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.selection import nearest_choices, select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
@@ -76,29 +77,12 @@ SHAPES = [
 DTYPES = ("fp32", "bf16")
 
 
-def header_choice(table, shape: Shape, dtype, op: str = variants.DEFAULT_OP) -> Config | None:
-    """What the exported header (`results.header.plan`) launches for the shape: its row's
-    configuration, or for a layout without rows the layout rule's generic kernel; None where
-    its entry point copies instead (NH == NH_KV for an op that `copies_without_replicas`)."""
-    if shape.NH == shape.NH_KV and variants.get_op(op).copies_without_replicas:
-        return None
-    chosen = plan(table, dtype.name, shape)
-    if chosen.row >= 0:
-        row = table.rows[chosen.row]
-        return next(c for c in variants.get_op(op).family(row.family).space() if c.key == row.config_key)
-    return table.fallback.kernels[dtype.name][-1 - chosen.kernel].config
-
-
-def without_layout(rows: pd.DataFrame, op: str, shape: Shape) -> pd.DataFrame:
-    """The store's rows less every row of `op` at the shape's head layout (all dtypes and B*T)."""
-    layout = (rows["NH"] == shape.NH) & (rows["NH_KV"] == shape.NH_KV) & (rows["HD"] == shape.HD)
-    return rows[~(layout & (rows["op"].astype(str) == op))]
-
-
-def stored_shapes(index, gpu: str, layouts: list[tuple[int, int, int]]) -> list[Shape]:
-    """Every shape of the index's GPU at these head layouts."""
-    found = {g.shape for g in index.groups_of(gpu) if g.shape.layout in layouts}
-    return sorted(found, key=lambda s: (layouts.index(s.layout), s.tokens))
+def time_round(runner: Runner, shape: Shape, dtype: DType, configs: list[Config], times: dict) -> None:
+    """One interleaved round: each configuration measured once, `times` keeping its fastest."""
+    for config in configs:
+        m = runner.measure(shape, dtype, config)
+        if m.ok:
+            times[config] = min(times.get(config, float("inf")), m.time_ms)
 
 
 def refine_after_race(
@@ -111,10 +95,7 @@ def refine_after_race(
     runner.prepare([(shape, dtype, c) for c in timed])
     times: dict[Config, float] = {}
     for _ in range(3):
-        for config in timed:
-            m = runner.measure(shape, dtype, config)
-            if m.ok:
-                times[config] = min(times.get(config, float("inf")), m.time_ms)
+        time_round(runner, shape, dtype, timed, times)
     best = min(steps, key=lambda c: times.get(c, float("inf")))
     return {
         "refined": best.key,
@@ -235,10 +216,7 @@ def main() -> int:
             times: dict[Config, float] = {}
             copy_ms = float("inf")
             for _ in range(3):
-                for config in configs:
-                    m = runner.measure(shape, dtype, config)
-                    if m.ok:
-                        times[config] = min(times.get(config, float("inf")), m.time_ms)
+                time_round(runner, shape, dtype, configs, times)
                 copy_ms = min(copy_ms, runner.copy_time(shape, dtype))
                 runner._copy_ms.clear()  # a fresh copy timing each round, interleaved too
             raced = min(listed, key=lambda c: times.get(c, float("inf")))

@@ -1,6 +1,6 @@
 """The current rule judged on recorded hold-out runs, without a GPU: for every group that a
 `bench_untuned.py --hold-out` run timed, what `/best` (`results.selection.select`), the header
-(`bench_untuned.header_choice`) and the op's race (`results.selection.shortlist`) would choose
+(`bench_untuned_parts.holdout.header_choice`) and the op's race (`results.selection.shortlist`) would choose
 now, from the bundled store less the group's head layout, and how fast that choice ran in the
 latest run that timed it (the race: the fastest of its shortlist, where the run timed all of it;
 `race_bound`: the fastest of what a run timed of it, the served one among them, an upper bound).
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_untuned import header_choice, without_layout  # noqa: E402
+from bench_untuned_parts.holdout import header_choice, without_layout  # noqa: E402
 
 from results.header import export_table  # noqa: E402
 from results.index import build_index  # noqa: E402
