@@ -15,6 +15,7 @@ import ctypes
 import logging
 import threading
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ from variants.compile_cupy import compile_kernel
 from variants.family import ALIGNMENT
 
 if TYPE_CHECKING:
-    from variants import Config, Op
+    from variants import Config, DType, Op, Shape
 
 log = logging.getLogger("repkv_tune.ops")
 
@@ -48,7 +49,7 @@ class Launcher:
     block: int
     config_key: str
     config: Config
-    served_from: str  # "exact", "partial", "nearest", "raced", "generic"
+    served_from: str  # "exact", "partial", "nearest", "raced", "refined", "generic"
     _keep: tuple  # the module and ctypes objects the addresses point into
     race: tuple[tuple[str, float], ...] = ()  # (configuration, median ms) when raced
     op: str = DEFAULT_OP
@@ -146,7 +147,7 @@ class Launchers:
         return launcher
 
     def _build(self, op_name: str, shape_tuple: tuple[int, ...], dtype_name: str, device: int) -> Launcher:
-        from results.selection import generic_config, shortlist
+        from results.selection import generic_config, layout_tuned, shortlist
         from tuner.run.gpus import InvalidGpuLabel, default_label
 
         op = variants.get_op(op_name)
@@ -181,7 +182,27 @@ class Launchers:
         launchers = [compile_launcher(shape, dtype, c.candidate.config, device, c.match, op) for c in listed]
         if len(launchers) == 1 or not RACE or torch.cuda.is_current_stream_capturing():
             return launchers[0]
-        return _race(launchers, shape, dtype, device, gpu)
+        refine = None
+        if not layout_tuned(index.groups_of(listed[0].group.gpu), shape, dtype):
+            refine = partial(_neighbours, shape, dtype, device, capability, op)
+        return _race(launchers, shape, dtype, device, gpu, refine)
+
+
+def _neighbours(
+    shape: Shape, dtype: DType, device: int, capability: int, op: Op, winner: Launcher
+) -> list[Launcher]:
+    """The raced winner's one-parameter neighbours (`Family.neighbours`) that run here, compiled;
+    one that fails to compile is logged and left out."""
+    family = op.family(winner.config.family)
+    compiled = []
+    for config in family.neighbours(shape, dtype, winner.config):
+        if not variants.runs_on(config, capability, op):
+            continue
+        try:
+            compiled.append(compile_launcher(shape, dtype, config, device, "nearest", op))
+        except Exception as exc:
+            log.warning("not racing %s: %s: %s", config.key, type(exc).__name__, exc)
+    return compiled
 
 
 LAUNCHERS = Launchers()

@@ -302,10 +302,11 @@ def served(
     op: str = _launcher.DEFAULT_OP,
 ) -> tuple[str, str, tuple[tuple[str, float], ...]]:
     """(configuration key, how it was chosen: "exact" | "partial" | "nearest" | "raced" |
-    "generic"; both "copy" where the op copies at NH == NH_KV instead of launching a kernel; the
-    race's (configuration, median ms) if one was run) of `op`'s kernel (default: the repkv
-    backward; any of variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling
-    (and, for the backward, racing) it if needed. A shape, dtype or op that no kernel serves is a
+    "refined" (raced, then beaten by a neighbour of the race's winner) | "generic"; both "copy"
+    where the op copies at NH == NH_KV instead of launching a kernel; the race's (configuration,
+    median ms) if one was run) of `op`'s kernel (default: the repkv backward; any of
+    variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling (and, for the
+    backward, racing) it if needed. A shape, dtype or op that no kernel serves is a
     ValueError; a machine where PyTorch sees no CUDA device, a RuntimeError."""
     if len(shape) != 5:
         raise ValueError(f"shape must be (B, T, NH, NH_KV, HD); got {len(shape)} values")

@@ -164,11 +164,21 @@ def _storage(tensor: torch.Tensor, cp):
     return cp.from_dlpack(tensor)
 
 
-def race(launchers: list[Launcher], shape: Shape, dtype: DType, device: int, gpu: str) -> Launcher:
+def race(
+    launchers: list[Launcher],
+    shape: Shape,
+    dtype: DType,
+    device: int,
+    gpu: str,
+    refine: Callable[[Launcher], list[Launcher]] | None = None,
+) -> Launcher:
     """Time each candidate on fresh input (L2 flushed before every call; median of RACE_REPS
     calls in each of RACE_ROUNDS interleaved rounds) and keep the fastest for the process
     (`tuner.runners.race`: the served configuration stays unless another beats it by more than
     RACE_MARGIN; a candidate that fails is skipped). Takes tens of milliseconds once compiled.
+    With `refine` (where the head layout was never tuned), the winner then races what
+    `refine(winner)` compiles, its one-parameter neighbours: a local search's first step, which
+    keeps the winner unless a neighbour beats it by RACE_MARGIN too.
     When recording, each candidate's output is validated before it is timed, a device copy
     of the same bytes is timed too, and the measurements are written as rows of this
     process's race run."""
@@ -178,8 +188,35 @@ def race(launchers: list[Launcher], shape: Shape, dtype: DType, device: int, gpu
         with torch.cuda.stream(stream):
             bench = _RaceBench(shape, dtype, device, stream)
             winner = _race_on(bench, launchers, shape, dtype, device, gpu, recorder)
+            winner = _refine_on(bench, winner, refine, shape, dtype, device, gpu, recorder)
         stream.synchronize()
     return winner
+
+
+def _refine_on(
+    bench: _RaceBench,
+    winner: Launcher,
+    refine: Callable[[Launcher], list[Launcher]] | None,
+    shape: Shape,
+    dtype: DType,
+    device: int,
+    gpu: str,
+    recorder: RaceRecorder | None,
+) -> Launcher:
+    """The race's winner against its neighbours (`refine(winner)`), the winner first; the
+    neighbours that cannot be compiled are left out by `refine`. The first race's timings stay
+    on the winner, before the second's."""
+    if refine is None or not winner.race:
+        return winner
+    steps = [step for step in refine(winner) if step.config_key != winner.config_key]
+    if not steps:
+        return winner
+    first = winner.race
+    refined = _race_on(bench, [winner, *steps], shape, dtype, device, gpu, recorder)
+    if refined.race:
+        refined.race = first + tuple(t for t in refined.race if t[0] != winner.config_key)
+        refined.served_from = "refined" if refined is not winner else "raced"
+    return refined
 
 
 def _race_on(

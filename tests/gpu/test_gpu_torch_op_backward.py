@@ -80,6 +80,20 @@ def test_an_untuned_shape_races_its_shortlist_and_keeps_the_fastest() -> None:
     assert key == next(k for k, median in race if median <= fastest * (1 + RACE_MARGIN))
 
 
+def test_a_new_head_layout_races_its_winners_neighbours_too() -> None:
+    """40 query heads on one K/V head: a layout the store never tuned. The race's winner then
+    races its one-parameter neighbours; the served kernel is right."""
+    shape = (1, 1024, 40, 1, 128)
+    key, how, race = served(shape, torch.bfloat16)
+    keys = [k for k, _ in race]
+    # the shortlist (8 or more where the layout is new), then the winner's neighbours, once each
+    assert how in ("raced", "refined") and len(keys) == len(set(keys)) >= 12 and key in keys, (how, keys)
+    dout = torch.randn(1, 1024, 3, 40, 128, device="cuda", dtype=torch.bfloat16)
+    atol, rtol = TOLERANCE[torch.bfloat16]
+    exact = reference_backward(dout.double(), 1)
+    torch.testing.assert_close(repkv_backward(dout, 1).double(), exact, atol=atol, rtol=rtol)
+
+
 def test_graph_capture_and_replay() -> None:
     dout = torch.randn(2, 512, 3, 32, 128, device="cuda", dtype=torch.bfloat16)
     side = torch.cuda.Stream()

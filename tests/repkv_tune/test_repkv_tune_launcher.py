@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from repkv_tune import launcher as L  # noqa: E402
-from results.selection import generic_config  # noqa: E402
-from variants import DTYPES, OPS, Config, Shape, get_op, runs_on  # noqa: E402
+from results.selection import generic_config, layout_tuned  # noqa: E402
+from variants import DTYPES, OPS, Config, Shape, get_dtype, get_op, runs_on  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -70,8 +70,9 @@ def test_runs_on_reads_the_ops_own_families() -> None:
 
 @pytest.fixture
 def fake_device(monkeypatch, tmp_path):
-    """An H200 that compiles nothing: compile_launcher and the race recorded, not run."""
-    compiled, raced = [], []
+    """An H200 that compiles nothing: compile_launcher and the race recorded, not run (with the
+    neighbours a refining race would add, in `refined`)."""
+    compiled, raced, refined = [], [], []
 
     def compile_launcher(shape, dtype, config, device, served, op=None):
         op = op or get_op()
@@ -87,8 +88,10 @@ def fake_device(monkeypatch, tmp_path):
             op=op.name,
         )
 
-    def race(launchers, shape, dtype, device, gpu):
+    def race(launchers, shape, dtype, device, gpu, refine=None):
         raced.append([lch.config_key for lch in launchers])
+        if refine is not None:  # the neighbours of the race's winner, compiled
+            refined.append([lch.config_key for lch in refine(launchers[-1])])
         return launchers[-1]
 
     monkeypatch.setattr(L, "compile_launcher", compile_launcher)
@@ -97,7 +100,9 @@ def fake_device(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
-    return L.Launchers(tmp_path / "no-user-results"), compiled, raced
+    launchers = L.Launchers(tmp_path / "no-user-results")
+    launchers.refined = refined
+    return launchers, compiled, raced
 
 
 def test_every_op_is_chosen_from_its_own_index(fake_device) -> None:
@@ -178,6 +183,24 @@ def test_an_untuned_shape_races_for_the_default_op_only(fake_device, monkeypatch
     assert seen == ["rope_repkv_forward"] and len(raced) == 1  # the served one, no race
     assert (launcher.config_key, launcher.served_from) == (other.key, "nearest")
     assert compiled[-1] == ("rope_repkv_forward", other.key, "nearest")
+
+
+def test_a_layout_nobody_tuned_races_the_winners_neighbours_too(fake_device) -> None:
+    """A new head layout (40 query heads on one K/V head) races its shortlist, then the winner
+    against its one-parameter neighbours, compiled; a tuned layout at a new B*T races only."""
+    launchers, compiled, raced = fake_device
+    shape, dtype = Shape(1, 1024, 40, 1, 128), get_dtype("bf16")
+    groups = launchers.index().for_op("repkv_backward").groups_of("h200")
+    assert not layout_tuned(groups, shape, dtype)
+    launcher = launchers.get(((1, 1024, 40, 1, 128), "bf16", 0))
+    (steps,) = launchers.refined
+    winner = launcher.config
+    expected = [c.key for c in get_op().family(winner.family).neighbours(shape, dtype, winner)]
+    assert steps == expected and len(steps) >= 4 and winner.key not in steps
+    assert compiled[-len(steps) :] == [("repkv_backward", key, "nearest") for key in steps]
+
+    launchers.get(((3, 1000, 32, 8, 128), "bf16", 0))  # the seed's layout, tuned: no refining
+    assert len(raced) == 2 and len(launchers.refined) == 1
 
 
 def test_a_shape_searched_for_one_family_races_its_best_against_the_nearest_shapes(

@@ -74,6 +74,50 @@ def test_the_race_keeps_the_fastest_and_says_so_without_recording() -> None:
     assert not bench.checked  # validation is the recording's, not the race's
 
 
+def _refine_on(bench, winner, refine):
+    from repkv_tune.race import _refine_on
+    from variants import DTYPES, Shape
+
+    return _refine_on(bench, winner, refine, Shape(3, 1000, 32, 8, 128), DTYPES["bf16"], 0, "h200", None)
+
+
+def test_a_refining_race_serves_a_faster_neighbour_and_keeps_both_races_timings() -> None:
+    launchers = _fake_launchers()
+    keys = [lch.config_key for lch in launchers]
+    times = {key: [0.05] for key in keys}
+    times[keys[0]] = [0.04]
+    bench = FakeBench(times)
+    winner = _race_on(bench, launchers[:2], None)
+    assert winner is launchers[0]
+    asked = []
+
+    def neighbours(launcher):
+        asked.append(launcher.config_key)
+        return launchers[2:]
+
+    # no neighbour beats the winner by the race's margin: it stays, served as raced
+    times[keys[3]] = [0.0398]
+    assert _refine_on(bench, winner, neighbours) is winner and winner.served_from == "raced"
+    assert asked == [keys[0]]
+    assert [key for key, _ in winner.race] == [keys[0], keys[1], *keys[2:]]
+
+    times[keys[3]] = [0.03]
+    winner = _race_on(bench, launchers[:2], None)
+    refined = _refine_on(bench, winner, neighbours)
+    assert refined is launchers[3] and refined.served_from == "refined"
+    assert dict(refined.race)[keys[1]] == 0.05 and dict(refined.race)[keys[3]] == 0.03
+
+
+def test_a_race_without_refining_or_neighbours_keeps_its_winner() -> None:
+    launchers = _fake_launchers()
+    bench = FakeBench({lch.config_key: [0.05] for lch in launchers})
+    winner = _race_on(bench, launchers, None)
+    race = winner.race
+    assert _refine_on(bench, winner, None) is winner and winner.race == race
+    assert _refine_on(bench, winner, lambda launcher: []) is winner and winner.race == race
+    assert _refine_on(bench, winner, lambda launcher: [launcher]) is winner and winner.race == race
+
+
 def test_a_recorded_race_writes_validated_rows_the_store_reads_back(tmp_path, known_device) -> None:
     from results.store import load_results
     from tuner.runners.race_record import RaceRecorder
