@@ -1,6 +1,6 @@
 """The race a PyTorch op runs on the first call for a shape nobody tuned: the shortlist's kernels
-timed on the device (fresh random dout, L2 flushed before every call and the GPU held
-RACE_HOLD_US after it, as the tuner times; median of RACE_REPS x RACE_ROUNDS, interleaved), the
+timed on the device (`repkv_tune.race_bench`: fresh random dout, L2 flushed before every call and
+the GPU held after it, as the tuner times; median of RACE_REPS x RACE_ROUNDS, interleaved), the
 decision left to `tuner.runners.race`, and, where the user allows it, the measurements recorded as trial
 rows of this process's own run (`tuner.runners.race_record`). `repkv_tune.launcher` calls `race` once
 per (shape, dtype, device) and keeps the winner. The race times the default op (repkv backward:
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import statistics
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -18,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from results.schema import COPY_FASTEST, DEFAULT_HOLD_US, L2_FED
+from repkv_tune.race_bench import L2, RACE_HOLD_US, RaceBench
+from results.schema import COPY_FASTEST
 from tuner.runners.race import run_race
 from variants.compile_cache import OFF
 
@@ -39,129 +39,9 @@ def switched_on(name: str, default: str) -> bool:
 
 
 RACE = switched_on("REPKV_RACE", "1")
-# The L2 state the op's configurations are chosen (and its races timed) in: fed by default, as
-# in a training step, where the kernel before (attention's backward) has just written dout;
-# REPKV_L2=cold for a call that starts from a cold L2 (results.schema.L2_STATES).
-L2 = os.environ.get("REPKV_L2", L2_FED)
-RACE_REPS = 7  # timed calls of a candidate per round, after one untimed call
 # Rounds of the race, every candidate once a round, interleaved (tuner.runners.race.run_race): 35
 # samples a candidate, enough to tell apart two configurations 2% apart, in milliseconds.
 RACE_ROUNDS = 5
-# The GPU-side wait after each flush (tuner.runners.gpu.timing.HOLD_SOURCE): the timed launch is queued
-# before the GPU reaches it, so a race times what the tuner times and its recorded rows rank
-# with the tuner's (RACE_REPS + 1 holds: about 1.2 ms per candidate).
-RACE_HOLD_US = DEFAULT_HOLD_US
-COPY_ROUNDS = 3  # the device copy a recorded race is held to: the fastest of this many medians
-VALIDATION_CHUNK = 2**24  # elements validated at a time: float64 work of ~128 MiB beside training
-
-
-class _RaceBench:
-    """What a race times with, on one device and stream: fresh random dout, a dinp, a buffer
-    twice the L2 written before every timed call so each starts with a cold cache, and the
-    hold kernel launched after it."""
-
-    def __init__(self, shape: Shape, dtype: DType, device: int, stream: torch.cuda.Stream) -> None:
-        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype.name]
-        self.shape, self.dtype, self.device, self.stream = shape, dtype, device, stream
-        dout_shape = (shape.B, shape.T, 3, shape.NH, shape.HD)
-        dinp_shape = (shape.B, shape.T, shape.heads_in, shape.HD)
-        self.dout = torch.randn(dout_shape, device=device, dtype=torch_dtype)
-        self.dinp = torch.empty(dinp_shape, device=device, dtype=torch_dtype)
-        l2 = torch.cuda.get_device_properties(device).L2_cache_size
-        self.flush = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=device)
-        import cupy as cp
-        import numpy as np
-
-        from tuner.runners.gpu.timing import hold_kernel
-
-        self._hold = hold_kernel(device)
-        self._hold_ns = np.uint64(int(RACE_HOLD_US * 1000))
-        self._cupy_stream = cp.cuda.ExternalStream(stream.cuda_stream, device)
-
-    def hold(self) -> None:
-        """RACE_HOLD_US of waiting on the GPU, on the race's stream."""
-        import cupy as cp
-
-        with cp.cuda.Device(self.device):
-            self._hold((1,), (1,), (self._hold_ns,), stream=self._cupy_stream)
-
-    def samples(self, launch: Callable[[], None]) -> list[float]:
-        """RACE_REPS CUDA-event times (ms) of `launch` on the current stream, L2 flushed and
-        the GPU held before each, after one untimed call."""
-        samples = []
-        for rep in range(RACE_REPS + 1):
-            self.flush.fill_(rep)
-            self.hold()
-            if L2 == L2_FED:  # dout written after the flush, as the kernel before leaves it
-                self.dout.fill_(1.0)
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            launch()
-            stop.record()
-            stop.synchronize()
-            if rep:
-                samples.append(start.elapsed_time(stop))
-        return samples
-
-    def launch(self, launcher: Launcher) -> None:
-        launcher(self.dinp.data_ptr(), self.dout.data_ptr(), stream=self.stream.cuda_stream)
-
-    def time(self, launcher: Launcher) -> list[float]:
-        return self.samples(lambda: self.launch(launcher))
-
-    def check(self, launcher: Launcher) -> None:
-        """One launch into a NaN-poisoned dinp, every element compared with the float64
-        reference (`variants.reference.validate_output`, the tuner's validator); raises
-        WrongResult when any differs."""
-        import cupy as cp
-
-        from tuner.runners.race_record import WrongResult
-        from variants.reference import validate_output
-
-        self.dinp.fill_(float("nan"))
-        self.launch(launcher)
-        self.stream.synchronize()
-        with cp.cuda.Device(self.device):
-            validation = validate_output(
-                _storage(self.dinp, cp),
-                _storage(self.dout, cp),
-                self.shape,
-                self.dtype,
-                cp,
-                chunk_elements=VALIDATION_CHUNK,
-            )
-            cp.cuda.get_current_stream().synchronize()
-            cp.get_default_memory_pool().free_all_blocks()
-        if not validation.ok:
-            raise WrongResult(validation.summary())
-
-    def copy_ms(self) -> float:
-        """A device-to-device copy of half the shape's bytes (as many read as written), timed
-        as the candidates are: the fastest of COPY_ROUNDS medians of each of PyTorch's copy
-        (cudaMemcpyAsync) and the tuner's 16-byte copy kernel (the tuner's rule)."""
-        import cupy as cp
-
-        from tuner.runners.gpu.timing import copy_kernel
-
-        nbytes = self.shape.bytes_moved(self.dtype) // 2
-        source = torch.ones(nbytes, dtype=torch.uint8, device=self.device)
-        target = torch.empty_like(source)
-        with cp.cuda.Device(self.device):
-            launch = copy_kernel(target.data_ptr(), source.data_ptr(), nbytes, self._cupy_stream)
-
-        def by_kernel() -> None:
-            with cp.cuda.Device(self.device):
-                launch()
-
-        copies = (lambda: target.copy_(source), by_kernel)
-        return min(statistics.median(self.samples(copy)) for copy in copies for _ in range(COPY_ROUNDS))
-
-
-def _storage(tensor: torch.Tensor, cp):
-    """A CuPy view of a tensor's storage as the validator reads it (bf16 as uint16 bits)."""
-    if tensor.dtype == torch.bfloat16:
-        return cp.from_dlpack(tensor.view(torch.int16)).view(cp.uint16)
-    return cp.from_dlpack(tensor)
 
 
 def race(
@@ -186,7 +66,7 @@ def race(
     with torch.cuda.device(device):
         stream = torch.cuda.Stream(device)
         with torch.cuda.stream(stream):
-            bench = _RaceBench(shape, dtype, device, stream)
+            bench = RaceBench(shape, dtype, device, stream)
             winner = _race_on(bench, launchers, shape, dtype, device, gpu, recorder)
             winner = _refine_on(bench, winner, refine, shape, dtype, device, gpu, recorder)
         stream.synchronize()
@@ -194,7 +74,7 @@ def race(
 
 
 def _refine_on(
-    bench: _RaceBench,
+    bench: RaceBench,
     winner: Launcher,
     refine: Callable[[Launcher], list[Launcher]] | None,
     shape: Shape,
@@ -220,7 +100,7 @@ def _refine_on(
 
 
 def _race_on(
-    bench: _RaceBench,
+    bench: RaceBench,
     launchers: list[Launcher],
     shape: Shape,
     dtype: DType,
@@ -228,7 +108,7 @@ def _race_on(
     gpu: str,
     recorder: RaceRecorder | None,
 ) -> Launcher:
-    """The race on a bench (`_RaceBench`: `time`, `check`, `copy_ms`), recorded by
+    """The race on a bench (`repkv_tune.race_bench.RaceBench`: `time`, `check`, `copy_ms`), recorded by
     `recorder` unless it is None."""
     unchecked: set[int] = set()  # ids of candidates whose check itself failed
     checked: set[int] = set()  # ids of candidates validated (once, before their first round)
@@ -253,7 +133,7 @@ def _race_on(
     return winner
 
 
-def _check_for_recording(bench: _RaceBench, launcher: Launcher, unchecked: set[int]) -> None:
+def _check_for_recording(bench: RaceBench, launcher: Launcher, unchecked: set[int]) -> None:
     """Validate a candidate before its time is recorded: a wrong result raises (the race skips
     it, and its row says so); a check that cannot run (e.g. out of memory) leaves the
     candidate in the race but out of the rows, which claim a validated output."""
@@ -270,7 +150,7 @@ def _check_for_recording(bench: _RaceBench, launcher: Launcher, unchecked: set[i
         )
 
 
-def _copy_ms_or_none(bench: _RaceBench) -> float | None:
+def _copy_ms_or_none(bench: RaceBench) -> float | None:
     try:
         return bench.copy_ms()
     except Exception as exc:

@@ -3,7 +3,7 @@
   1. pick pairs from the bundled store (`race_pairs`): per group, its served configuration and
      the fastest of another family that ran 1.5-4% behind it there (bf16, repkv_backward);
   2. time both at length in one process, interleaved (REFERENCE_ROUNDS rounds of the race's
-     own timing, `repkv_tune.race._RaceBench`): the truth, and the gap between them;
+     own timing, `repkv_tune.race_bench.RaceBench`): the truth, and the gap between them;
   3. run the op's race (`tuner.runners.race.run_race` with the op's rounds, repetitions and
      margin) RACES times with the slower one served first and RACES times with the faster one
      first, and count how often it keeps the faster.
@@ -84,13 +84,14 @@ def main() -> int:
 
     from repkv_tune import race as op_race
     from repkv_tune.launcher import compile_launcher
+    from repkv_tune.race_bench import RaceBench
     from tuner.runners.race import RACE_MARGIN, run_race
 
     rows = []
     stream = torch.cuda.Stream(0)
     with torch.cuda.stream(stream):
         for pair in pairs:
-            bench = op_race._RaceBench(pair.shape, dtype, 0, stream)
+            bench = RaceBench(pair.shape, dtype, 0, stream)
             served = compile_launcher(pair.shape, dtype, pair.served, 0, "bench")
             other = compile_launcher(pair.shape, dtype, pair.other, 0, "bench")
             long: dict[str, list[float]] = {served.config_key: [], other.config_key: []}
