@@ -3,7 +3,9 @@
 (`bench_untuned_parts.holdout.header_choice`) and the op's race (`results.selection.shortlist`) would choose
 now, from the bundled store less the group's head layout, and how fast that choice ran in the
 latest run that timed it (the race: the fastest of its shortlist, where the run timed all of it;
-`race_bound`: the fastest of what a run timed of it, the served one among them, an upper bound).
+`race_bound`: the fastest of what a run timed of it, the served one among them, an upper bound;
+`race_refined`: where a `--refine` run raced the current shortlist, the race and then the step
+the op takes after it on a layout never tuned, its winner against its one-parameter neighbours).
 A choice no run timed is not judged. Ratios are to the run's tuned winner, timed in that run.
 
     python scripts/judge_untuned.py [RUN.parquet ...] [--gpu h200] [--timed-on h100] [--out judged.parquet]
@@ -45,6 +47,7 @@ TARGETS = {
     "header": 1.10,
     "race": 1.03,
     "race_bound": 1.03,
+    "race_refined": 1.03,
 }  # issue targets: within 10%, 10%, 3%
 
 
@@ -58,6 +61,8 @@ class Timed:
     dtype: str
     tuned_ms: float
     times: dict[str, float]
+    raced: str | None = None  # the run's race winner (bench_untuned's race over its shortlist)
+    refined: float = math.nan  # with --refine: the step's pick over the tuned winner, timed together
 
 
 def timed_groups(frame: pd.DataFrame, run: str) -> list[Timed]:
@@ -73,7 +78,10 @@ def timed_groups(frame: pd.DataFrame, run: str) -> list[Timed]:
             if isinstance(row.get(column), str) and ms is not None and not math.isnan(ms):
                 times[row[column]] = ms
         shape = Shape(*(int(row[k]) for k in ("B", "T", "NH", "NH_KV", "HD")))
-        found.append(Timed(run, row["op"], shape, row["dtype"], row["tuned_ms"], times))
+        raced = row["raced"] if isinstance(row.get("raced"), str) else None
+        refined = row.get("refined_vs_tuned")
+        refined = float(refined) if refined is not None and not pd.isna(refined) else math.nan
+        found.append(Timed(run, row["op"], shape, row["dtype"], row["tuned_ms"], times, raced, refined))
     return found
 
 
@@ -116,17 +124,20 @@ def judge(groups: list[Timed], choices: dict[tuple[str, Shape, str], dict]) -> p
                 if needed and all(c in timed.times for c in needed):
                     fastest = min(timed.times[c] for c in configs if c in timed.times)
                     ratio, run = fastest / timed.tuned_ms, timed.run
-            rows.append(
-                {
-                    "op": key[0],
-                    **key[1].as_dict(),
-                    "dtype": key[2],
-                    "choice": what,
-                    "ratio": ratio,
-                    "run": run,
-                }
-            )
+            rows.append(_row(key, what, ratio, run))
+        # race_refined: a --refine run whose race covered the current shortlist (its raced pick
+        # on it, the shortlist's members all timed: `race` judged from the same run)
+        ratio, run = math.nan, None
+        for timed in runs:
+            covered = all(c in timed.times for c in picks["race"]) or timed.raced in picks["race"]
+            if not math.isnan(timed.refined) and covered:
+                ratio, run = timed.refined, timed.run
+        rows.append(_row(key, "race_refined", ratio, run))
     return pd.DataFrame(rows)
+
+
+def _row(key: tuple[str, Shape, str], what: str, ratio: float, run: str | None) -> dict:
+    return {"op": key[0], **key[1].as_dict(), "dtype": key[2], "choice": what, "ratio": ratio, "run": run}
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:

@@ -69,6 +69,23 @@ def test_each_choice_is_judged_by_the_latest_run_that_timed_it() -> None:
     assert math.isnan(untimed.loc["race", "ratio"]) and pd.isna(untimed.loc["race", "run"])
 
 
+def test_the_refining_step_is_judged_where_a_run_raced_the_current_shortlist() -> None:
+    judge = load_script("scripts/judge_untuned.py")
+    store = _store()
+    picks = judge.chosen(store, judge.timed_groups(_run({}), "probe"), "g")[("repkv_backward", HELD, "bf16")]
+    refined = _run({}).assign(raced=picks["race"][-1], refined_vs_tuned=1.01)
+    elsewhere = _run({}).assign(raced="split[block=1]", refined_vs_tuned=0.9)  # not on the shortlist now
+    plain = _run({picks["race"][0]: 0.105})  # no --refine: no refining judged
+
+    def judged(*runs):
+        groups = [g for number, run in enumerate(runs) for g in judge.timed_groups(run, f"run{number}")]
+        return judge.judge(groups, judge.chosen(store, groups, "g")).set_index("choice").loc["race_refined"]
+
+    row = judged(refined, elsewhere, plain)
+    assert row["run"] == "run0" and math.isclose(row["ratio"], 1.01)
+    assert math.isnan(judged(elsewhere, plain)["ratio"])
+
+
 def test_the_runs_read_by_default_are_those_timed_on_the_gpu_named(tmp_path) -> None:
     judge = load_script("scripts/judge_untuned.py")
     for name in ("h100_untuned_holdout_a", "h100_untuned_holdout_b", "h200_untuned_holdout_a", "h100_chain"):
