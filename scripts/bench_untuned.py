@@ -58,6 +58,7 @@ from results.header import export_table  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.selection import nearest_choices, select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
+from tuner.runners.race import RACE_MARGIN  # noqa: E402
 from tuner.runners.runner import Runner  # noqa: E402
 from variants import Config, DType, Shape, get_dtype  # noqa: E402
 
@@ -89,14 +90,20 @@ def refine_after_race(
     runner: Runner, op: variants.Op, shape: Shape, dtype: DType, raced: Config, tuned: Config
 ) -> dict[str, object]:
     """Step 4 (--refine): the raced configuration's one-parameter neighbours, timed with it and
-    the tuned winner over 3 interleaved rounds; the fastest of the race's and its neighbours'."""
+    the tuned winner over 3 interleaved rounds; the raced one is kept unless a neighbour beats it
+    by more than RACE_MARGIN, as the op's race decides (`repkv_tune.race`)."""
     steps = [raced, *op.family(raced.family).neighbours(shape, dtype, raced)]
     timed = list(dict.fromkeys([*steps, tuned]))
     runner.prepare([(shape, dtype, c) for c in timed])
     times: dict[Config, float] = {}
     for _ in range(3):
         time_round(runner, shape, dtype, timed, times)
-    best = min(steps, key=lambda c: times.get(c, float("inf")))
+    fastest = min(steps, key=lambda c: times.get(c, float("inf")))
+    best = (
+        raced
+        if times.get(raced, float("inf")) <= times.get(fastest, float("inf")) * (1 + RACE_MARGIN)
+        else fastest
+    )
     return {
         "refined": best.key,
         "refined_vs_tuned": times.get(best, float("nan")) / times.get(tuned, float("nan")),

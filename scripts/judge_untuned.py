@@ -40,6 +40,7 @@ from results.header import export_table  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.selection import select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
+from tuner.runners.race import RACE_MARGIN  # noqa: E402
 from variants import Shape, get_dtype  # noqa: E402
 
 TARGETS = {
@@ -79,10 +80,37 @@ def timed_groups(frame: pd.DataFrame, run: str) -> list[Timed]:
                 times[row[column]] = ms
         shape = Shape(*(int(row[k]) for k in ("B", "T", "NH", "NH_KV", "HD")))
         raced = row["raced"] if isinstance(row.get("raced"), str) else None
-        refined = row.get("refined_vs_tuned")
-        refined = float(refined) if refined is not None and not pd.isna(refined) else math.nan
+        refined = refined_ratio(row)
         found.append(Timed(run, row["op"], shape, row["dtype"], row["tuned_ms"], times, raced, refined))
     return found
+
+
+def refined_ratio(row: dict) -> float:
+    """A --refine run's step as the op's race takes it, over the tuned winner of the same rounds
+    (`refine_steps`): the raced configuration unless a neighbour beat it by more than
+    RACE_MARGIN; NaN without the step's timings."""
+    if not isinstance(row.get("refine_steps"), str) or not isinstance(row.get("raced"), str):
+        return math.nan
+    times = {k: v for k, v in json.loads(row["refine_steps"]).items() if v}
+    raced, tuned = row["raced"], row["tuned"]
+    if raced not in times or tuned not in times:
+        return math.nan
+    steps = [k for k in times if k != tuned or k == raced or one_apart(k, raced)]
+    fastest = min(steps, key=times.__getitem__)
+    kept = raced if times[raced] <= times[fastest] * (1 + RACE_MARGIN) else fastest
+    return times[kept] / times[tuned]
+
+
+def one_apart(key: str, other: str) -> bool:
+    """Whether two configuration keys (`family[name=value,...]`) are of one family and differ in
+    one parameter: the tuned winner is then among the raced one's neighbours."""
+
+    def parsed(text: str) -> tuple[str, dict[str, str]]:
+        family, _, params = text.partition("[")
+        return family, dict(item.split("=", 1) for item in params.rstrip("]").split(",") if item)
+
+    (family, a), (other_family, b) = parsed(key), parsed(other)
+    return family == other_family and a.keys() == b.keys() and sum(a[k] != b[k] for k in a) == 1
 
 
 def chosen(stored: pd.DataFrame, groups: Iterable[Timed], gpu: str) -> dict[tuple[str, Shape, str], dict]:

@@ -1,6 +1,7 @@
 """scripts/bench_untuned.py's --refine step without a GPU: the raced configuration's
-one-parameter neighbours are timed beside it and the tuned winner, and the fastest of the
-race's and its neighbours' is reported over the tuned winner of the same rounds."""
+one-parameter neighbours are timed beside it and the tuned winner, and the pick the op's race
+would make (the raced one unless a neighbour beats it by the race's margin) is reported over the
+tuned winner of the same rounds."""
 
 from __future__ import annotations
 
@@ -51,3 +52,16 @@ def test_refine_reports_the_fastest_neighbour_over_the_tuned_winner() -> None:
     assert steps[TUNED.key] == 0.90 and list(steps) == [c.key for c in timed]
     # a neighbour that failed every round has no time, and is never the refined pick
     assert steps[Config.of("vec", block=256, load="ldcs", store="plain", vec_bytes=16).key] is None
+
+
+def test_refine_keeps_the_raced_one_unless_a_neighbour_beats_it_by_the_races_margin() -> None:
+    op = variants.get_op("repkv_backward")
+    close = Config.of("vec", block=128, load="ldg", store="plain", vec_bytes=16)
+    row = bench_untuned.refine_after_race(
+        FakeRunner({RACED: 1.0, close: 0.995}), op, SHAPE, BF16, RACED, TUNED
+    )
+    assert row["refined"] == RACED.key and row["refined_vs_tuned"] == 1.0
+    row = bench_untuned.refine_after_race(
+        FakeRunner({RACED: 1.0, close: 0.98}), op, SHAPE, BF16, RACED, TUNED
+    )
+    assert row["refined"] == close.key

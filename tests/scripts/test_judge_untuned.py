@@ -73,8 +73,10 @@ def test_the_refining_step_is_judged_where_a_run_raced_the_current_shortlist() -
     judge = load_script("scripts/judge_untuned.py")
     store = _store()
     picks = judge.chosen(store, judge.timed_groups(_run({}), "probe"), "g")[("repkv_backward", HELD, "bf16")]
-    refined = _run({}).assign(raced=picks["race"][-1], refined_vs_tuned=1.01)
-    elsewhere = _run({}).assign(raced="split[block=1]", refined_vs_tuned=0.9)  # not on the shortlist now
+    steps = json.dumps({picks["race"][-1]: 0.101, "x": 0.1})
+    refined = _run({}).assign(raced=picks["race"][-1], refine_steps=steps)
+    other = json.dumps({"split[block=1]": 0.09, "x": 0.1})
+    elsewhere = _run({}).assign(raced="split[block=1]", refine_steps=other)  # not on the shortlist now
     plain = _run({picks["race"][0]: 0.105})  # no --refine: no refining judged
 
     def judged(*runs):
@@ -84,6 +86,25 @@ def test_the_refining_step_is_judged_where_a_run_raced_the_current_shortlist() -
     row = judged(refined, elsewhere, plain)
     assert row["run"] == "run0" and math.isclose(row["ratio"], 1.01)
     assert math.isnan(judged(elsewhere, plain)["ratio"])
+
+
+def test_a_refining_step_is_judged_as_the_ops_race_decides() -> None:
+    """From the step's timings: the raced configuration stays unless a neighbour beats it by
+    more than the race's margin; the tuned winner counts as a step where it is a neighbour."""
+    judge = load_script("scripts/judge_untuned.py")
+    raced, tuned = "vec[block=256,vec_bytes=16]", "split[block=64,items=2]"
+    close, far = "vec[block=128,vec_bytes=16]", "vec[block=512,vec_bytes=16]"
+
+    def ratio(steps: dict, tuned_key: str = tuned) -> float:
+        row = {"raced": raced, "tuned": tuned_key, "refine_steps": json.dumps(steps)}
+        return judge.refined_ratio(row)
+
+    assert math.isclose(ratio({raced: 1.0, close: 0.995, tuned: 0.9}), 1.0 / 0.9)  # inside the margin
+    assert math.isclose(ratio({raced: 1.0, close: 0.98, far: 0.97, tuned: 0.9}), 0.97 / 0.9)
+    assert math.isclose(ratio({raced: 1.0, far: None, close: 0.95}, close), 1.0)  # tuned is a neighbour
+    assert math.isclose(ratio({raced: 1.0, tuned: 0.5}), 2.0)  # the tuned winner of another family
+    assert math.isnan(judge.refined_ratio({"raced": raced, "tuned": tuned}))
+    assert judge.one_apart(close, raced) and not judge.one_apart(tuned, raced)
 
 
 def test_the_runs_read_by_default_are_those_timed_on_the_gpu_named(tmp_path) -> None:
