@@ -67,32 +67,30 @@ def race(
         stream = torch.cuda.Stream(device)
         with torch.cuda.stream(stream):
             bench = RaceBench(shape, dtype, device, stream)
-            winner = _race_on(bench, launchers, shape, dtype, device, gpu, recorder)
-            winner = _refine_on(bench, winner, refine, shape, dtype, device, gpu, recorder)
+
+            def race_of(candidates: list[Launcher]) -> Launcher:
+                return _race_on(bench, candidates, shape, dtype, device, gpu, recorder)
+
+            winner = _refined(race_of(launchers), refine, race_of)
         stream.synchronize()
     return winner
 
 
-def _refine_on(
-    bench: RaceBench,
+def _refined(
     winner: Launcher,
     refine: Callable[[Launcher], list[Launcher]] | None,
-    shape: Shape,
-    dtype: DType,
-    device: int,
-    gpu: str,
-    recorder: RaceRecorder | None,
+    race_of: Callable[[list[Launcher]], Launcher],
 ) -> Launcher:
-    """The race's winner against its neighbours (`refine(winner)`), the winner first; the
-    neighbours that cannot be compiled are left out by `refine`. The first race's timings stay
-    on the winner, before the second's."""
+    """The race's winner against its neighbours (`refine(winner)`, which leaves out those that
+    cannot be compiled) in another race (`race_of`), the winner first. The first race's timings
+    stay on the winner, before the second's."""
     if refine is None or not winner.race:
         return winner
     steps = [step for step in refine(winner) if step.config_key != winner.config_key]
     if not steps:
         return winner
     first = winner.race
-    refined = _race_on(bench, [winner, *steps], shape, dtype, device, gpu, recorder)
+    refined = race_of([winner, *steps])
     if refined.race:
         refined.race = first + tuple(t for t in refined.race if t[0] != winner.config_key)
         refined.served_from = "refined" if refined is not winner else "raced"

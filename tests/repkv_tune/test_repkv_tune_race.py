@@ -75,10 +75,9 @@ def test_the_race_keeps_the_fastest_and_says_so_without_recording() -> None:
 
 
 def _refine_on(bench, winner, refine):
-    from repkv_tune.race import _refine_on
-    from variants import DTYPES, Shape
+    from repkv_tune.race import _refined
 
-    return _refine_on(bench, winner, refine, Shape(3, 1000, 32, 8, 128), DTYPES["bf16"], 0, "h200", None)
+    return _refined(winner, refine, lambda candidates: _race_on(bench, candidates, None))
 
 
 def test_a_refining_race_serves_a_faster_neighbour_and_keeps_both_races_timings() -> None:
