@@ -93,7 +93,8 @@ def _refined(
     refined = race_of([winner, *steps])
     if refined.race:
         refined.race = first + tuple(t for t in refined.race if t[0] != winner.config_key)
-        refined.served_from = "refined" if refined is not winner else "raced"
+    if refined is not winner:
+        refined.served_from = "refined"
     return refined
 
 

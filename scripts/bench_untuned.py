@@ -58,7 +58,7 @@ from results.header import export_table  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.selection import nearest_choices, select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
-from tuner.runners.race import RACE_MARGIN  # noqa: E402
+from tuner.runners.race import Timed, choose_winner  # noqa: E402
 from tuner.runners.runner import Runner  # noqa: E402
 from variants import Config, DType, Shape, get_dtype  # noqa: E402
 
@@ -91,19 +91,15 @@ def refine_after_race(
 ) -> dict[str, object]:
     """Step 4 (--refine): the raced configuration's one-parameter neighbours, timed with it and
     the tuned winner over 3 interleaved rounds; the raced one is kept unless a neighbour beats it
-    by more than RACE_MARGIN, as the op's race decides (`repkv_tune.race`)."""
+    by more than the race's margin (`tuner.runners.race.choose_winner`, as the op's race decides)."""
     steps = [raced, *op.family(raced.family).neighbours(shape, dtype, raced)]
     timed = list(dict.fromkeys([*steps, tuned]))
     runner.prepare([(shape, dtype, c) for c in timed])
     times: dict[Config, float] = {}
     for _ in range(3):
         time_round(runner, shape, dtype, timed, times)
-    fastest = min(steps, key=lambda c: times.get(c, float("inf")))
-    best = (
-        raced
-        if times.get(raced, float("inf")) <= times.get(fastest, float("inf")) * (1 + RACE_MARGIN)
-        else fastest
-    )
+    ranked = [Timed(c, position, (times[c],)) for position, c in enumerate(steps) if c in times]
+    best = choose_winner(ranked).candidate if ranked else raced
     return {
         "refined": best.key,
         "refined_vs_tuned": times.get(best, float("nan")) / times.get(tuned, float("nan")),

@@ -40,7 +40,7 @@ from results.header import export_table  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.selection import select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
-from tuner.runners.race import RACE_MARGIN  # noqa: E402
+from tuner.runners import race as race_rule  # noqa: E402
 from variants import Shape, get_dtype  # noqa: E402
 
 TARGETS = {
@@ -87,18 +87,17 @@ def timed_groups(frame: pd.DataFrame, run: str) -> list[Timed]:
 
 def refined_ratio(row: dict) -> float:
     """A --refine run's step as the op's race takes it, over the tuned winner of the same rounds
-    (`refine_steps`): the raced configuration unless a neighbour beat it by more than
-    RACE_MARGIN; NaN without the step's timings."""
+    (`refine_steps`), decided by `tuner.runners.race.choose_winner` with the raced configuration
+    first; NaN without the step's timings."""
     if not isinstance(row.get("refine_steps"), str) or not isinstance(row.get("raced"), str):
         return math.nan
     times = {k: v for k, v in json.loads(row["refine_steps"]).items() if v}
     raced, tuned = row["raced"], row["tuned"]
     if raced not in times or tuned not in times:
         return math.nan
-    steps = [k for k in times if k != tuned or k == raced or one_apart(k, raced)]
-    fastest = min(steps, key=times.__getitem__)
-    kept = raced if times[raced] <= times[fastest] * (1 + RACE_MARGIN) else fastest
-    return times[kept] / times[tuned]
+    steps = [raced, *(k for k in times if k != raced and (k != tuned or one_apart(k, raced)))]
+    ranked = [race_rule.Timed(k, position, (times[k],)) for position, k in enumerate(steps)]
+    return times[race_rule.choose_winner(ranked).candidate] / times[tuned]
 
 
 def one_apart(key: str, other: str) -> bool:
