@@ -44,14 +44,14 @@ class RaceBench:
         self.dinp = torch.empty(dinp_shape, device=device, dtype=torch_dtype)
         l2 = torch.cuda.get_device_properties(device).L2_cache_size
         self.flush = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=device)
-        import cupy as cp
         import numpy as np
 
+        from tuner.runners.gpu.peers import cupy_stream
         from tuner.runners.gpu.timing import hold_kernel
 
         self._hold = hold_kernel(device)
         self._hold_ns = np.uint64(int(RACE_HOLD_US * 1000))
-        self._cupy_stream = cp.cuda.ExternalStream(stream.cuda_stream, device)
+        self._cupy_stream = cupy_stream(stream)
 
     def hold(self) -> None:
         """RACE_HOLD_US of waiting on the GPU, on the race's stream."""

@@ -16,6 +16,8 @@
 # and, named only (not in the default order, which fits one 10-minute call):
 #   refine_mqa    repkv_backward at the MQA presets with --refine: the raced configuration's
 #                 one-parameter neighbours timed after the race (a local search's first step)
+#   refine_rest_a, refine_rest_b, refine_rest_c
+#                 the same at the GQA and MHA presets, in three parts of one call's length each
 set -u
 dir=${1:?usage: scripts/holdout_battery.sh DIR [PART...]}
 shift
@@ -23,7 +25,10 @@ parts=("$@")
 ((${#parts[@]})) || parts=(bwd_mqa rope_bwd_mqa bwd_rest bf16_probe fwd_rest)
 export PYTHONUNBUFFERED=1
 mqa=starcoder,santacoder,gemma-2b,falcon-7b
-rest=phi-3-mini,gemma-7b,llama2-7b,gpt2-124m,phi-3-medium,qwen2.5-14b,yi-34b,mistral-large-2,falcon-180b
+rest_a=phi-3-mini,gemma-7b,llama2-7b,gpt2-124m
+rest_b=phi-3-medium,qwen2.5-14b,yi-34b
+rest_c=mistral-large-2,falcon-180b
+rest=$rest_a,$rest_b,$rest_c
 untuned=(python3 scripts/bench_untuned.py --gpu h200 --hold-out --dtype fp32,bf16,fp16)
 for part in "${parts[@]}"; do
   out=$dir/$part
@@ -35,6 +40,9 @@ for part in "${parts[@]}"; do
     bwd_rest) timeout 150 "${untuned[@]}" --op repkv_backward --layouts $rest --out "$out" ;;
     bf16_probe) timeout 50 python3 scripts/probes/probe_bf16_unpack.py --op repkv_rope_backward --out "$out" ;;
     refine_mqa) timeout 200 "${untuned[@]}" --op repkv_backward --layouts $mqa --refine --out "$out" ;;
+    refine_rest_a) timeout 200 "${untuned[@]}" --op repkv_backward --layouts $rest_a --refine --out "$out" ;;
+    refine_rest_b) timeout 200 "${untuned[@]}" --op repkv_backward --layouts $rest_b --refine --out "$out" ;;
+    refine_rest_c) timeout 150 "${untuned[@]}" --op repkv_backward --layouts $rest_c --refine --out "$out" ;;
     fwd_rest) timeout 120 "${untuned[@]}" --op repkv_forward --layouts $rest --out "$out" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac > >(tee "$out/log.txt") 2>&1

@@ -10,14 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import cupy as cp
 import torch
 
 from repkv_tune.ops import reference_backward, repkv_backward
 from results.index import shape_tuple
 from results.selection import select
 from tuner.runners.gpu import triton_peer
-from tuner.runners.gpu.peers import as_storage
+from tuner.runners.gpu.peers import as_storage, cupy_stream
 from tuner.runners.gpu.torch_peers import TORCH_DTYPES, compile_formulation, repeat_kv_backward, sum_cat
 from variants import DType, InvalidConfig, Shape
 from variants.compile_cupy import CompileError
@@ -36,7 +35,7 @@ class Pair:
 
 def on_torch_stream(run: Callable[[], None]) -> Callable[[], None]:
     def call() -> None:  # CuPy launches on its current stream: PyTorch's, captured or not
-        with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+        with cupy_stream(torch.cuda.current_stream()):
             run()
 
     return call

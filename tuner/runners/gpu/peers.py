@@ -27,6 +27,15 @@ def as_storage(tensor, dtype: DType) -> cp.ndarray:
     return cp.from_dlpack(tensor.contiguous().reshape(-1))
 
 
+def cupy_stream(stream) -> cp.cuda.Stream:
+    """CuPy's handle on a PyTorch CUDA stream (any object with `__cuda_stream__`), not owning it:
+    `Stream.from_external` where CuPy has it (14 on), `ExternalStream` (deprecated there) before."""
+    from_external = getattr(cp.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(stream)
+    return cp.cuda.ExternalStream(stream.cuda_stream, stream.device_index)
+
+
 def share_stream_with_torch(device: int) -> None:
     """PyTorch on the device and on CuPy's current stream, so that torch peers, the session's
     kernels and the profiler's markers run in one order."""
