@@ -4,8 +4,8 @@
   then one per input in `op.inputs` order, then B, T, NH, NH_KV, HD: `Op.kernel_arguments`);
 - `compile_launcher`: build one for a configuration of an op's family;
 - `Launchers` (`LAUNCHERS`): the launchers per (op, shape, dtype, device), chosen from the
-  results store's index for that op (`StoreIndex.for_op`), raced on the default op's untuned
-  shapes (`repkv_tune.race`).
+  results store's index for that op (`StoreIndex.for_op`), raced on shapes nobody tuned
+  (`repkv_tune.race`).
 
 The operators (`repkv_tune.ops`, `repkv_tune.rope`) and the first-call race hold these."""
 
@@ -177,15 +177,13 @@ class Launchers:
             log.warning(
                 "no results for %s; using %s's configurations for %s", gpu, listed[0].group.gpu, shape
             )
-        if op.name != DEFAULT_OP:  # the race times the default op's kernels only: the served one
-            listed = listed[:1]
         launchers = [compile_launcher(shape, dtype, c.candidate.config, device, c.match, op) for c in listed]
         if len(launchers) == 1 or not RACE or torch.cuda.is_current_stream_capturing():
             return launchers[0]
         refine = None
         if not layout_tuned(index.groups_of(listed[0].group.gpu), shape, dtype):
             refine = partial(_neighbours, shape, dtype, device, capability, op)
-        return _race(launchers, shape, dtype, device, gpu, refine)
+        return _race(launchers, op, shape, dtype, device, gpu, refine)
 
 
 def _neighbours(

@@ -21,9 +21,9 @@ kernel is compiled (CuPy, NVRTC) and its launch arguments packed on the first ca
 captured operation. CPU and float64 tensors take a plain PyTorch path (for tests and
 gradcheck). This module imports cupy only on a CUDA call; importing it needs torch alone.
 
-A shape nobody tuned races its backward's shortlist on the first call (`tuner.runners.race` decides,
-from CUDA-event timings taken by `repkv_tune.race`; REPKV_RACE=0 turns it off, and nothing
-races during graph capture); the forward serves its selected configuration without a race.
+A shape nobody tuned races its op's shortlist on the first call (`tuner.runners.race` decides,
+from CUDA-event timings taken by `repkv_tune.race` on the op's own inputs; REPKV_RACE=0 turns it
+off, and nothing races during graph capture).
 With REPKV_RECORD=1 or `record_races()` the race's measurements are written as trial rows of
 this process's own run (`tuner.runners.race_record`), which later loads serve from.
 
@@ -305,8 +305,8 @@ def served(
     "refined" (raced, then beaten by a neighbour of the race's winner) | "generic"; both "copy"
     where the op copies at NH == NH_KV instead of launching a kernel; the race's (configuration,
     median ms) if one was run) of `op`'s kernel (default: the repkv backward; any of
-    variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling (and, for the
-    backward, racing) it if needed. A shape, dtype or op that no kernel serves is a
+    variants.OPS) for (B, T, NH, NH_KV, HD) on this CUDA device, compiling (and, where
+    the shape is untuned, racing) it if needed. A shape, dtype or op that no kernel serves is a
     ValueError; a machine where PyTorch sees no CUDA device, a RuntimeError."""
     if len(shape) != 5:
         raise ValueError(f"shape must be (B, T, NH, NH_KV, HD); got {len(shape)} values")

@@ -3,8 +3,7 @@ timed on the device (`repkv_tune.race_bench`: fresh random dout, L2 flushed befo
 the GPU held after it, as the tuner times; median of RACE_REPS x RACE_ROUNDS, interleaved), the
 decision left to `tuner.runners.race`, and, where the user allows it, the measurements recorded as trial
 rows of this process's own run (`tuner.runners.race_record`). `repkv_tune.launcher` calls `race` once
-per (shape, dtype, device) and keeps the winner. The race times the default op (repkv backward:
-dout in, dinp out); the other ops serve their selected configuration without a race."""
+per (op, shape, dtype, device) and keeps the winner; every op races, on its own inputs and output."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from tuner.runners.race import RaceResult
     from tuner.runners.race_record import RaceRecorder
     from tuner.runners.runner import GpuIdentity
-    from variants import DType, Shape
+    from variants import DType, Op, Shape
 
 log = logging.getLogger("repkv_tune.ops")
 
@@ -46,6 +45,7 @@ RACE_ROUNDS = 5
 
 def race(
     launchers: list[Launcher],
+    op: Op,
     shape: Shape,
     dtype: DType,
     device: int,
@@ -66,10 +66,10 @@ def race(
     with torch.cuda.device(device):
         stream = torch.cuda.Stream(device)
         with torch.cuda.stream(stream):
-            bench = RaceBench(shape, dtype, device, stream)
+            bench = RaceBench(op, shape, dtype, device, stream)
 
             def race_of(candidates: list[Launcher]) -> Launcher:
-                return _race_on(bench, candidates, shape, dtype, device, gpu, recorder)
+                return _race_on(bench, candidates, gpu, recorder)
 
             winner = _refined(race_of(launchers), refine, race_of)
         stream.synchronize()
@@ -99,16 +99,11 @@ def _refined(
 
 
 def _race_on(
-    bench: RaceBench,
-    launchers: list[Launcher],
-    shape: Shape,
-    dtype: DType,
-    device: int,
-    gpu: str,
-    recorder: RaceRecorder | None,
+    bench: RaceBench, launchers: list[Launcher], gpu: str, recorder: RaceRecorder | None
 ) -> Launcher:
-    """The race on a bench (`repkv_tune.race_bench.RaceBench`: `time`, `check`, `copy_ms`), recorded by
-    `recorder` unless it is None."""
+    """The race on a bench (`repkv_tune.race_bench.RaceBench`: its op, shape, dtype and device;
+    `time`, `check`, `copy_ms`), recorded by `recorder` unless it is None."""
+    shape, dtype = bench.shape, bench.dtype
     unchecked: set[int] = set()  # ids of candidates whose check itself failed
     checked: set[int] = set()  # ids of candidates validated (once, before their first round)
 
@@ -121,14 +116,21 @@ def _race_on(
     result = run_race(launchers, time_candidate, describe=lambda lch: lch.config_key, rounds=RACE_ROUNDS)
     copy_ms = _copy_ms_or_none(bench) if recorder is not None and result.timed else None
     timings = ", ".join(f"{t.candidate.config_key} {t.median_ms:.4f} ms" for t in result.timed)
-    log.info("raced %s for %s %s: %s", len(launchers), shape, dtype.name, timings or "every one failed")
+    log.info(
+        "raced %s of %s for %s %s: %s",
+        len(launchers),
+        bench.op.name,
+        shape,
+        dtype.name,
+        timings or "every one failed",
+    )
     winner = result.winner
     if result.timed:
         winner.served_from = "raced"
         winner.race = tuple((t.candidate.config_key, t.median_ms) for t in result.timed)
     if recorder is not None:
         checked = replace(result, timed=tuple(t for t in result.timed if id(t.candidate) not in unchecked))
-        recorder.record(gpu, lambda run_id: _race_rows(checked, shape, dtype, device, gpu, copy_ms, run_id))
+        recorder.record(gpu, lambda run_id: _race_rows(checked, bench, gpu, copy_ms, run_id))
     return winner
 
 
@@ -158,25 +160,20 @@ def _copy_ms_or_none(bench: RaceBench) -> float | None:
 
 
 def _race_rows(
-    result: RaceResult[Launcher],
-    shape: Shape,
-    dtype: DType,
-    device: int,
-    gpu: str,
-    copy_ms: float | None,
-    run_id: str,
+    result: RaceResult[Launcher], bench: RaceBench, gpu: str, copy_ms: float | None, run_id: str
 ) -> list[dict]:
     from tuner.runners.race_record import race_rows
 
     return race_rows(
         result,
         lambda launcher: launcher.config,
-        identity=_identity(device),
+        identity=_identity(bench.device),
         gpu=gpu,
-        shape=shape,
-        dtype=dtype,
+        shape=bench.shape,
+        dtype=bench.dtype,
         copy_ms=copy_ms,
         run_id=run_id,
+        families=bench.op.families,
     )
 
 

@@ -1,6 +1,7 @@
-"""What the op's race (`repkv_tune.race`) times with: fresh random dout, the L2 flushed before
-every call and the GPU held RACE_HOLD_US after it, as the tuner times; the candidates' output
-validated against the float64 reference, and a device copy of the same bytes to hold them to."""
+"""What the op's race (`repkv_tune.race`) times with, for any op of `variants.OPS`: the op's
+inputs (fresh random values, its fixed ones as it defines them), the L2 flushed before every
+call and the GPU held RACE_HOLD_US after it, as the tuner times; the candidates' output
+validated against the op's float64 reference, and a device copy of the op's bytes to hold them to."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from results.schema import DEFAULT_HOLD_US, L2_FED
 
 if TYPE_CHECKING:
     from repkv_tune.launcher import Launcher
-    from variants import DType, Shape
+    from variants import DType, Op, Shape
 
 # The L2 state the op's configurations are chosen (and its races timed) in: fed by default, as
-# in a training step, where the kernel before (attention's backward) has just written dout;
+# in a training step, where the kernel before has just written the op's first input (dout);
 # REPKV_L2=cold for a call that starts from a cold L2 (results.schema.L2_STATES).
 L2 = os.environ.get("REPKV_L2", L2_FED)
 RACE_REPS = 7  # timed calls of a candidate per round, after one untimed call
@@ -31,27 +32,37 @@ VALIDATION_CHUNK = 2**24  # elements validated at a time: float64 work of ~128 M
 
 
 class RaceBench:
-    """What a race times with, on one device and stream: fresh random dout, a dinp, a buffer
-    twice the L2 written before every timed call so each starts with a cold cache, and the
-    hold kernel launched after it."""
+    """What a race times `op`'s candidates with, on one device and stream: the op's inputs
+    (`op.inputs`: standard-normal values, the fixed ones, freqs_cis, as the op defines them), its
+    output, a buffer twice the L2 written before every timed call so each starts with a cold
+    cache, and the hold kernel launched after it."""
 
-    def __init__(self, shape: Shape, dtype: DType, device: int, stream: torch.cuda.Stream) -> None:
-        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype.name]
-        self.shape, self.dtype, self.device, self.stream = shape, dtype, device, stream
-        dout_shape = (shape.B, shape.T, 3, shape.NH, shape.HD)
-        dinp_shape = (shape.B, shape.T, shape.heads_in, shape.HD)
-        self.dout = torch.randn(dout_shape, device=device, dtype=torch_dtype)
-        self.dinp = torch.empty(dinp_shape, device=device, dtype=torch_dtype)
-        l2 = torch.cuda.get_device_properties(device).L2_cache_size
-        self.flush = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=device)
+    def __init__(self, op: Op, shape: Shape, dtype: DType, device: int, stream: torch.cuda.Stream) -> None:
+        import cupy as cp
         import numpy as np
 
         from tuner.runners.gpu.peers import cupy_stream
         from tuner.runners.gpu.timing import hold_kernel
+        from variants.reference import fixed_input
 
+        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype.name]
+        self.op, self.shape, self.dtype, self.device, self.stream = op, shape, dtype, device, stream
+        self._cupy_stream = cupy_stream(stream)
+        self.inputs = []
+        for operand in op.inputs:
+            tensor = torch.empty(operand.numel(shape), device=device, dtype=torch_dtype)
+            with cp.cuda.Device(device), self._cupy_stream:  # in order with the race's stream
+                fixed = fixed_input(op, operand.name, shape, dtype, cp)
+                if fixed is None:
+                    tensor.normal_()
+                else:
+                    _storage(tensor, cp)[...] = fixed
+            self.inputs.append(tensor)
+        self.out = torch.empty(op.output.numel(shape), device=device, dtype=torch_dtype)
+        l2 = torch.cuda.get_device_properties(device).L2_cache_size
+        self.flush = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=device)
         self._hold = hold_kernel(device)
         self._hold_ns = np.uint64(int(RACE_HOLD_US * 1000))
-        self._cupy_stream = cupy_stream(stream)
 
     def hold(self) -> None:
         """RACE_HOLD_US of waiting on the GPU, on the race's stream."""
@@ -67,8 +78,8 @@ class RaceBench:
         for rep in range(RACE_REPS + 1):
             self.flush.fill_(rep)
             self.hold()
-            if L2 == L2_FED:  # dout written after the flush, as the kernel before leaves it
-                self.dout.fill_(1.0)
+            if L2 == L2_FED:  # the first input (dout) written after the flush, as the kernel before leaves it
+                self.inputs[0].fill_(1.0)
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             launch()
@@ -79,13 +90,13 @@ class RaceBench:
         return samples
 
     def launch(self, launcher: Launcher) -> None:
-        launcher(self.dinp.data_ptr(), self.dout.data_ptr(), stream=self.stream.cuda_stream)
+        launcher(self.out.data_ptr(), *(t.data_ptr() for t in self.inputs), stream=self.stream.cuda_stream)
 
     def time(self, launcher: Launcher) -> list[float]:
         return self.samples(lambda: self.launch(launcher))
 
     def check(self, launcher: Launcher) -> None:
-        """One launch into a NaN-poisoned dinp, every element compared with the float64
+        """One launch into a NaN-poisoned output, every element compared with the op's float64
         reference (`variants.reference.validate_output`, the tuner's validator); raises
         WrongResult when any differs."""
         import cupy as cp
@@ -93,17 +104,18 @@ class RaceBench:
         from tuner.runners.race_record import WrongResult
         from variants.reference import validate_output
 
-        self.dinp.fill_(float("nan"))
+        self.out.fill_(float("nan"))
         self.launch(launcher)
         self.stream.synchronize()
         with cp.cuda.Device(self.device):
             validation = validate_output(
-                _storage(self.dinp, cp),
-                _storage(self.dout, cp),
+                _storage(self.out, cp),
+                tuple(_storage(t, cp) for t in self.inputs),
                 self.shape,
                 self.dtype,
                 cp,
                 chunk_elements=VALIDATION_CHUNK,
+                op=self.op,
             )
             cp.cuda.get_current_stream().synchronize()
             cp.get_default_memory_pool().free_all_blocks()
@@ -111,14 +123,14 @@ class RaceBench:
             raise WrongResult(validation.summary())
 
     def copy_ms(self) -> float:
-        """A device-to-device copy of half the shape's bytes (as many read as written), timed
+        """A device-to-device copy of half the op's bytes (as many read as written), timed
         as the candidates are: the fastest of COPY_ROUNDS medians of each of PyTorch's copy
         (cudaMemcpyAsync) and the tuner's 16-byte copy kernel (the tuner's rule)."""
         import cupy as cp
 
         from tuner.runners.gpu.timing import copy_kernel
 
-        nbytes = self.shape.bytes_moved(self.dtype) // 2
+        nbytes = self.op.bytes_moved(self.shape, self.dtype) // 2
         source = torch.ones(nbytes, dtype=torch.uint8, device=self.device)
         target = torch.empty_like(source)
         with cp.cuda.Device(self.device):

@@ -17,7 +17,7 @@ autograd is the fused backward (the gradient of qkv; freqs_cis gets none). On CU
 bf16, fp16) each launches its op's kernel on the current stream (CUDA graph capture works
 once a first call compiled it), chosen from the results store for that op as the repkv ops
 are (exact, nearest, layout rule, else the op's generic configuration: `vec` at block 256,
-`naive` at 128) - without a race: an untuned shape serves its selected configuration. CPU
+`naive` at 128), and raced on a shape nobody tuned (`repkv_tune.race`, as the repkv ops). CPU
 and float64 tensors take a plain PyTorch path (the float64 references of `variants`,
 written with torch ops: float64 stays float64, other dtypes compute in float32 and round once).
 """

@@ -30,7 +30,7 @@ import pandas as pd  # noqa: E402
 
 from results.index import StoreIndex, build_index  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
-from variants import Config, DType, Shape, get_dtype  # noqa: E402
+from variants import Config, DType, Shape, get_dtype, get_op  # noqa: E402
 
 RACES = 20  # races in each order
 REFERENCE_ROUNDS = 30  # interleaved rounds of the long timing that decides the truth
@@ -91,7 +91,7 @@ def main() -> int:
     stream = torch.cuda.Stream(0)
     with torch.cuda.stream(stream):
         for pair in pairs:
-            bench = RaceBench(pair.shape, dtype, 0, stream)
+            bench = RaceBench(get_op(), pair.shape, dtype, 0, stream)
             served = compile_launcher(pair.shape, dtype, pair.served, 0, "bench")
             other = compile_launcher(pair.shape, dtype, pair.other, 0, "bench")
             long: dict[str, list[float]] = {served.config_key: [], other.config_key: []}

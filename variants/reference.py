@@ -74,12 +74,20 @@ def op_inputs(op: Op, shape: Shape, dtype: DType, xp: Any = np, seed: int | None
     (freqs_cis) as the op defines them."""
     made = []
     for i, operand in enumerate(op.inputs):
-        fixed = op.fixed_inputs.get(operand.name)
-        if fixed is not None:
-            made.append(encode(xp.asarray(fixed(shape, xp), dtype=xp.float32).ravel(), dtype, xp))
-        else:
-            made.append(random_values(operand.numel(shape), dtype, xp, None if seed is None else seed + i))
+        fixed = fixed_input(op, operand.name, shape, dtype, xp)
+        if fixed is None:
+            fixed = random_values(operand.numel(shape), dtype, xp, None if seed is None else seed + i)
+        made.append(fixed)
     return tuple(made)
+
+
+def fixed_input(op: Op, name: str, shape: Shape, dtype: DType, xp: Any = np) -> Any | None:
+    """The op's input `name` in dtype's storage where the op fixes its values (freqs_cis);
+    None for an input drawn at random."""
+    fixed = op.fixed_inputs.get(name)
+    if fixed is None:
+        return None
+    return encode(xp.asarray(fixed(shape, xp), dtype=xp.float32).ravel(), dtype, xp)
 
 
 @dataclass(frozen=True)

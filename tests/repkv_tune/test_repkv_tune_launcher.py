@@ -88,7 +88,8 @@ def fake_device(monkeypatch, tmp_path):
             op=op.name,
         )
 
-    def race(launchers, shape, dtype, device, gpu, refine=None):
+    def race(launchers, op, shape, dtype, device, gpu, refine=None):
+        assert {lch.op for lch in launchers} == {op.name}
         raced.append([lch.config_key for lch in launchers])
         if refine is not None:  # the neighbours of the race's winner, compiled
             refined.append([lch.config_key for lch in refine(launchers[-1])])
@@ -125,9 +126,12 @@ def test_every_op_is_chosen_from_its_own_index(fake_device) -> None:
         assert launcher.config_key == groups[("h200", shape, "bf16")].best.config_key
         assert launcher.config.family in get_op(op).families
         assert launchers.get((shape, "bf16", 0), op) is launcher  # kept per (op, shape, dtype, device)
-        nearest = launchers.get(((3, 1000, 32, 8, 128), "bf16", 0), op)  # untuned: no race
-        assert (nearest.op, nearest.served_from, nearest.race) == (op, "nearest", ())
-    assert not raced and len(compiled) == 1 + 2 * len(built)
+    assert not raced and len(compiled) == 1 + len(built)
+    for op in built:  # an untuned shape races the op's own shortlist
+        before = len(compiled)
+        nearest = launchers.get(((3, 1000, 32, 8, 128), "bf16", 0), op)
+        assert nearest.op == op and raced[-1][-1] == nearest.config_key
+        assert compiled[before:] and {name for name, _, _ in compiled[before:]} == {op}
     assert launchers.get(tuned_key) is default
 
 
@@ -157,7 +161,7 @@ def test_an_op_with_nothing_tuned_near_serves_its_generic_configuration(fake_dev
     assert not raced and len(compiled) == before + 3
 
 
-def test_an_untuned_shape_races_for_the_default_op_only(fake_device, monkeypatch) -> None:
+def test_an_untuned_shape_races_each_ops_own_shortlist(fake_device, monkeypatch) -> None:
     import results.selection
 
     launchers, compiled, raced = fake_device
@@ -179,10 +183,11 @@ def test_an_untuned_shape_races_for_the_default_op_only(fake_device, monkeypatch
         return listed
 
     monkeypatch.setattr(results.selection, "shortlist", shortlist)
+    before = len(compiled)
     launcher = launchers.get(untuned, "rope_repkv_forward")
-    assert seen == ["rope_repkv_forward"] and len(raced) == 1  # the served one, no race
-    assert (launcher.config_key, launcher.served_from) == (other.key, "nearest")
-    assert compiled[-1] == ("rope_repkv_forward", other.key, "nearest")
+    assert seen == ["rope_repkv_forward"] and raced[1:] == [[other.key, config.key]]
+    assert compiled[before:] == [("rope_repkv_forward", c.key, "nearest") for c in (other, config)]
+    assert launcher.config_key == config.key  # the fake race's pick, the last
 
 
 def test_a_layout_nobody_tuned_races_the_winners_neighbours_too(fake_device) -> None:

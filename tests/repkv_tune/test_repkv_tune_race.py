@@ -13,11 +13,26 @@ torch = pytest.importorskip("torch")
 
 
 class FakeBench:
-    """Times from a table (config key -> samples); `check` fails as told; a fixed copy time."""
+    """Times from a table (config key -> samples); `check` fails as told; a fixed copy time;
+    an op (default repkv backward) at one bf16 shape on device 0."""
 
-    def __init__(self, times: dict, wrong: tuple[str, ...] = (), uncheckable: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        times: dict,
+        wrong: tuple[str, ...] = (),
+        uncheckable: tuple[str, ...] = (),
+        op: str | None = None,
+    ):
+        from variants import DTYPES, Shape, get_op
+
         self.times, self.wrong, self.uncheckable = times, wrong, uncheckable
         self.checked: list[str] = []
+        self.op, self.shape, self.dtype, self.device = (
+            get_op(op),
+            Shape(3, 1000, 32, 8, 128),
+            DTYPES["bf16"],
+            0,
+        )
 
     def time(self, launcher) -> list[float]:
         return self.times[launcher.config_key]
@@ -35,22 +50,30 @@ class FakeBench:
         return 0.03
 
 
-def _fake_launchers():
+def _fake_launchers(op: str | None = None):
     from repkv_tune.launcher import Launcher as _Launcher
     from results.selection import generic_configs
-    from variants import DTYPES
+    from variants import DTYPES, get_op
 
     return [
-        _Launcher(function=0, grid=1, block=1, config_key=c.key, config=c, served_from="nearest", _keep=())
-        for c in generic_configs(DTYPES["bf16"])
+        _Launcher(
+            function=0,
+            grid=1,
+            block=1,
+            config_key=c.key,
+            config=c,
+            served_from="nearest",
+            _keep=(),
+            op=get_op(op).name,
+        )
+        for c in generic_configs(DTYPES["bf16"], get_op(op))
     ]
 
 
 def _race_on(bench, launchers, recorder):
     from repkv_tune.race import _race_on
-    from variants import DTYPES, Shape
 
-    return _race_on(bench, launchers, Shape(3, 1000, 32, 8, 128), DTYPES["bf16"], 0, "h200", recorder)
+    return _race_on(bench, launchers, "h200", recorder)
 
 
 @pytest.fixture
@@ -135,6 +158,25 @@ def test_a_recorded_race_writes_validated_rows_the_store_reads_back(tmp_path, kn
     assert statuses == {keys[0]: "ok", keys[1]: "ok", keys[2]: "wrong_result"}
     assert set(frame["copy_ms"]) == {0.03} and frame["run_id"].str.startswith("race-h200-").all()
     assert set(frame["gpu"]) == {"h200"} and set(frame["dtype"]) == {"bf16"}
+
+
+def test_a_recorded_race_of_another_op_writes_that_ops_rows(tmp_path, known_device) -> None:
+    # the fused backward shares family names (warp_sum, split) with repkv backward: its rows
+    # must name it, and its bytes (freqs_cis read too) set their bandwidth
+    from results.store import load_results
+    from tuner.runners.race_record import RaceRecorder
+    from variants import get_op
+
+    op = "repkv_rope_backward"
+    launchers = _fake_launchers(op)
+    keys = [lch.config_key for lch in launchers]
+    bench = FakeBench({key: [0.05 + 0.01 * i] * 7 for i, key in enumerate(keys)}, op=op)
+    assert _race_on(bench, launchers, RaceRecorder(tmp_path)) is launchers[0]
+    frame, report = load_results(tmp_path)
+    assert not report.dropped and not report.skipped
+    assert set(frame["op"]) == {op} and list(frame["config_key"]) == keys
+    moved = get_op(op).bytes_moved(bench.shape, bench.dtype)
+    assert frame["gbps"].iloc[0] == pytest.approx(moved / 0.05e-3 / 1e9)
 
 
 def test_a_recording_that_cannot_write_does_not_break_the_call(tmp_path, known_device) -> None:

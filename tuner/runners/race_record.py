@@ -19,7 +19,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +30,7 @@ from results.store import write_table
 from tuner.run.rows import StudyInfo, trial_row, utc_stamp
 from tuner.runners.race import RaceResult, Timed
 from tuner.runners.runner import GpuIdentity, Measurement
-from variants import Config, DType, Shape
+from variants import Config, DType, Family, Shape
 from variants.errors import RepkvTuneError
 
 log = logging.getLogger(__name__)
@@ -77,11 +77,12 @@ def race_rows(
     dtype: DType,
     copy_ms: float | None,
     run_id: str,
+    families: Mapping[str, Family] | None = None,
 ) -> list[Row]:
     """The rows of one race, in shortlist order: one per timed candidate (status ok) and one
     per candidate that failed with WrongResult. `copy_ms` is the device copy of half the
-    shape's bytes timed in the same race (None: not timed; the row's copy_ms and, for an ok
-    row, ratio_to_copy are then left empty)."""
+    op's bytes timed in the same race (None: not timed; the row's copy_ms and, for an ok
+    row, ratio_to_copy are then left empty). `families`: the op's (default repkv backward's)."""
     measured: list[tuple[int, C, Measurement]] = [
         (t.position, t.candidate, timed_measurement(t)) for t in result.timed
     ]
@@ -102,6 +103,7 @@ def race_rows(
             measurement,
             float(copy_ms) if copy_known else math.nan,
             info,
+            families,
         )
         if not copy_known:
             row["copy_ms"] = None
