@@ -70,9 +70,8 @@ def rope_inputs(shape, dtype):
     return qkv, precompute_freqs_cis(HD, T, dtype=dtype, device="cuda")
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", ROPE_SHAPES, ids=str)
-def test_rope_repkv_forward_and_backward_meet_the_ops_tolerance(shape, dtype) -> None:
+def assert_rope_repkv_both_ways(shape, dtype) -> None:
+    """rope_repkv's forward, and its autograd (the fused backward), within each op's tolerance."""
     B, T, NH, NH_KV, HD = shape
     qkv, freqs = rope_inputs(shape, dtype)
     qkv.requires_grad_(True)
@@ -84,6 +83,12 @@ def test_rope_repkv_forward_and_backward_meet_the_ops_tolerance(shape, dtype) ->
     (dinp,) = torch.autograd.grad(out, qkv, grad)
     expected = reference_repkv_rope_backward(grad.double(), freqs.double(), NH_KV)
     assert_within_op_tolerance("repkv_rope_backward", dinp, expected, grad)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", ROPE_SHAPES, ids=str)
+def test_rope_repkv_forward_and_backward_meet_the_ops_tolerance(shape, dtype) -> None:
+    assert_rope_repkv_both_ways(shape, dtype)
     for op_name in ("rope_repkv_forward", "repkv_rope_backward"):
         key, how, race = served(shape, dtype, op=op_name)
         assert how in ("exact", "nearest", "generic", "raced", "refined"), (op_name, key)
@@ -101,16 +106,9 @@ def test_a_new_head_layout_races_each_ops_shortlist_and_its_winners_neighbours()
         assert how in ("raced", "refined") and len(keys) == len(set(keys)) >= 3, (op_name, keys)
         assert key in keys
     NH, NH_KV = shape[2], shape[3]
-    qkv, freqs = rope_inputs(shape, dtype)
+    qkv, _ = rope_inputs(shape, dtype)
     assert torch.equal(repkv(qkv, NH, NH_KV), reference_forward(qkv, NH, NH_KV))
-    qkv.requires_grad_(True)
-    out = rope_repkv(qkv, freqs, NH, NH_KV)
-    expected = reference_rope_repkv(qkv.detach().double(), freqs.double(), NH, NH_KV)
-    assert_within_op_tolerance("rope_repkv_forward", out.detach(), expected, qkv.detach())
-    grad = torch.randn_like(out)
-    (dinp,) = torch.autograd.grad(out, qkv, grad)
-    expected = reference_repkv_rope_backward(grad.double(), freqs.double(), NH_KV)
-    assert_within_op_tolerance("repkv_rope_backward", dinp, expected, grad)
+    assert_rope_repkv_both_ways(shape, dtype)
 
 
 def test_rope_repkv_under_cuda_graph_capture_and_replay() -> None:
