@@ -82,11 +82,13 @@ def _refined(
     race_of: Callable[[list[Launcher]], Launcher],
 ) -> Launcher:
     """The race's winner against its neighbours (`refine(winner)`, which leaves out those that
-    cannot be compiled) in another race (`race_of`), the winner first. The first race's timings
-    stay on the winner, before the second's."""
+    cannot be compiled; those the first race timed are not timed again) in another race
+    (`race_of`), the winner first. The first race's timings stay on the winner, before the
+    second's."""
     if refine is None or not winner.race:
         return winner
-    steps = [step for step in refine(winner) if step.config_key != winner.config_key]
+    raced = {key for key, _ in winner.race}
+    steps = [step for step in refine(winner) if step.config_key not in raced]
     if not steps:
         return winner
     first = winner.race

@@ -138,6 +138,17 @@ def test_a_race_without_refining_or_neighbours_keeps_its_winner() -> None:
     assert _refine_on(bench, winner, None) is winner and winner.race == race
     assert _refine_on(bench, winner, lambda launcher: []) is winner and winner.race == race
     assert _refine_on(bench, winner, lambda launcher: [launcher]) is winner and winner.race == race
+    # neighbours the first race already timed are not raced again
+    assert _refine_on(bench, winner, lambda launcher: launchers) is winner and winner.race == race
+
+
+def test_a_refining_race_times_each_configuration_once() -> None:
+    launchers = _fake_launchers()
+    keys = [lch.config_key for lch in launchers]
+    bench = FakeBench({key: [0.05] for key in keys})
+    winner = _race_on(bench, launchers[:2], None)
+    refined = _refine_on(bench, winner, lambda launcher: launchers[1:])  # launchers[1] raced already
+    assert [key for key, _ in refined.race] == keys
 
 
 def test_a_recorded_race_writes_validated_rows_the_store_reads_back(tmp_path, known_device) -> None:
