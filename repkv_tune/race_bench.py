@@ -41,11 +41,12 @@ class RaceBench:
         import cupy as cp
         import numpy as np
 
-        from tuner.runners.gpu.peers import cupy_stream
+        from tuner.runners.gpu.peers import as_storage, cupy_stream
         from tuner.runners.gpu.timing import hold_kernel
+        from tuner.runners.gpu.torch_peers import TORCH_DTYPES
         from variants.reference import fixed_input
 
-        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype.name]
+        torch_dtype = TORCH_DTYPES[dtype.name]
         self.op, self.shape, self.dtype, self.device, self.stream = op, shape, dtype, device, stream
         self._cupy_stream = cupy_stream(stream)
         self.inputs = []
@@ -56,7 +57,7 @@ class RaceBench:
                 if fixed is None:
                     tensor.normal_()
                 else:
-                    _storage(tensor, cp)[...] = fixed
+                    as_storage(tensor, dtype)[...] = fixed
             self.inputs.append(tensor)
         self.out = torch.empty(op.output.numel(shape), device=device, dtype=torch_dtype)
         l2 = torch.cuda.get_device_properties(device).L2_cache_size
@@ -101,6 +102,7 @@ class RaceBench:
         WrongResult when any differs."""
         import cupy as cp
 
+        from tuner.runners.gpu.peers import as_storage
         from tuner.runners.race_record import WrongResult
         from variants.reference import validate_output
 
@@ -109,8 +111,8 @@ class RaceBench:
         self.stream.synchronize()
         with cp.cuda.Device(self.device):
             validation = validate_output(
-                _storage(self.out, cp),
-                tuple(_storage(t, cp) for t in self.inputs),
+                as_storage(self.out, self.dtype),
+                tuple(as_storage(t, self.dtype) for t in self.inputs),
                 self.shape,
                 self.dtype,
                 cp,
@@ -142,10 +144,3 @@ class RaceBench:
 
         copies = (lambda: target.copy_(source), by_kernel)
         return min(statistics.median(self.samples(copy)) for copy in copies for _ in range(COPY_ROUNDS))
-
-
-def _storage(tensor: torch.Tensor, cp):
-    """A CuPy view of a tensor's storage as the validator reads it (bf16 as uint16 bits)."""
-    if tensor.dtype == torch.bfloat16:
-        return cp.from_dlpack(tensor.view(torch.int16)).view(cp.uint16)
-    return cp.from_dlpack(tensor)

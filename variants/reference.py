@@ -74,10 +74,10 @@ def op_inputs(op: Op, shape: Shape, dtype: DType, xp: Any = np, seed: int | None
     (freqs_cis) as the op defines them."""
     made = []
     for i, operand in enumerate(op.inputs):
-        fixed = fixed_input(op, operand.name, shape, dtype, xp)
-        if fixed is None:
-            fixed = random_values(operand.numel(shape), dtype, xp, None if seed is None else seed + i)
-        made.append(fixed)
+        values = fixed_input(op, operand.name, shape, dtype, xp)
+        if values is None:
+            values = random_values(operand.numel(shape), dtype, xp, None if seed is None else seed + i)
+        made.append(values)
     return tuple(made)
 
 

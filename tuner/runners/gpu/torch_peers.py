@@ -3,8 +3,9 @@ formulations, run eagerly or through `torch.compile` specialized to one shape.
 
 Every formulation maps a contiguous dout of B*T*3*NH*HD elements to a new dinp tensor
 (B, T, NH + 2*NH_KV, HD) of dout's dtype; the shape ints are plain Python ints, so a
-`dynamic=False` compile specializes on them. This module imports torch, never cupy; only the
-peers benchmark (`scripts/bench_kernels.py`) and its tests import it.
+`dynamic=False` compile specializes on them. This module imports torch, never cupy; the peers
+benchmark (`scripts/bench_kernels.py`) and its tests import it, and the CuPy bridge
+(`tuner.runners.gpu.peers`) and the op's race read TORCH_DTYPES from it.
 """
 
 from __future__ import annotations
