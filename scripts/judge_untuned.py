@@ -8,13 +8,15 @@ latest run that timed it (the race: the fastest of its shortlist, where the run 
 the op takes after it on a layout never tuned, its winner against its one-parameter neighbours).
 A choice no run timed is not judged. Ratios are to the run's tuned winner, timed in that run.
 
-    python scripts/judge_untuned.py [RUN.parquet ...] [--gpu h200] [--timed-on h100] [--out judged.parquet]
+    python scripts/judge_untuned.py [RUN.parquet ...] [--gpu h200] [--timed-on h100]
+        [--out judged.parquet] [--per-layout]
 
 `--gpu`: whose store rows the rule is fitted on. Without files: every
 `docs/runs/<timed-on>_untuned_holdout*.parquet` (`--timed-on` defaults to `--gpu`), oldest first
 by the commit that last changed each (a later run's timing of a choice replaces an earlier
 one's). The table of docs/untuned.md ("Where things stand") comes from this script; so does
-its H100 table (`--timed-on h100`: the H200 rule, timed on an H100).
+its H100 table (`--timed-on h100`: the H200 rule, timed on an H100), and with `--per-layout`
+its per-layout tables.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from results.header import export_table  # noqa: E402
 from results.index import build_index  # noqa: E402
 from results.selection import select, shortlist  # noqa: E402
 from results.store import bundled_results_dir, load_results  # noqa: E402
+from tuner.cli.presets import MODELS  # noqa: E402
 from tuner.runners import race as race_rule  # noqa: E402
 from variants import Shape, get_dtype  # noqa: E402
 
@@ -64,6 +67,8 @@ class Timed:
     times: dict[str, float]
     raced: str | None = None  # the run's race winner (bench_untuned's race over its shortlist)
     refined: float = math.nan  # with --refine: the step's pick over the tuned winner, timed together
+    copy_ms: float = math.nan  # the same run's device copy of the group's bytes
+    kernel1_ms: float = math.nan  # llm.c's kernel1 at block 128, in the same run
 
 
 def timed_groups(frame: pd.DataFrame, run: str) -> list[Timed]:
@@ -81,8 +86,25 @@ def timed_groups(frame: pd.DataFrame, run: str) -> list[Timed]:
         shape = Shape(*(int(row[k]) for k in ("B", "T", "NH", "NH_KV", "HD")))
         raced = row["raced"] if isinstance(row.get("raced"), str) else None
         refined = refined_ratio(row)
-        found.append(Timed(run, row["op"], shape, row["dtype"], row["tuned_ms"], times, raced, refined))
+        found.append(
+            Timed(
+                run,
+                row["op"],
+                shape,
+                row["dtype"],
+                row["tuned_ms"],
+                times,
+                raced,
+                refined,
+                _number(row.get("copy_ms")),
+                _number(row.get("kernel1_ms")),
+            )
+        )
     return found
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not pd.isna(value) else math.nan
 
 
 def refined_ratio(row: dict) -> float:
@@ -192,6 +214,50 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def per_layout(table: pd.DataFrame, groups: Iterable[Timed]) -> pd.DataFrame:
+    """Per op and head layout (named by its preset, where one has it): the groups judged, each
+    choice's worst ratio to the tuned winner, and from the runs that timed the layout the tuned
+    winner over the same run's copy (least and most) and llm.c's kernel1 over the tuned winner
+    (least)."""
+    names = {(m.NH, m.NH_KV, m.HD): name for name, m in MODELS.items()}
+    timed: dict[tuple[str, tuple[int, int, int]], list[Timed]] = {}
+    for group in groups:
+        timed.setdefault((group.op, group.shape.layout), []).append(group)
+    rows = []
+    for (op, NH, NH_KV, HD), part in table.groupby(["op", "NH", "NH_KV", "HD"], sort=True):
+        layout = (int(NH), int(NH_KV), int(HD))
+        worst = part.groupby("choice")["ratio"].max()
+        runs = timed.get((op, layout), [])
+        over_copy = [g.tuned_ms / g.copy_ms for g in runs if not math.isnan(g.copy_ms)]
+        kernel1 = [g.kernel1_ms / g.tuned_ms for g in runs if not math.isnan(g.kernel1_ms)]
+        rows.append(
+            {
+                "op": op,
+                "layout": "/".join(map(str, layout)),
+                "model": names.get(layout, ""),
+                "groups": int(part[["B", "T", "dtype"]].drop_duplicates().shape[0]),
+                **{what: worst.get(what, math.nan) for what in TARGETS},
+                "tuned_vs_copy_min": min(over_copy, default=math.nan),
+                "tuned_vs_copy_max": max(over_copy, default=math.nan),
+                "kernel1_vs_tuned_min": min(kernel1, default=math.nan),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A frame as a Markdown table, ratios to three places, an unjudged cell as a dash."""
+
+    def cell(value: object) -> str:
+        if isinstance(value, float):
+            return "-" if math.isnan(value) else f"{value:.3f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
 def commit_time(path: Path) -> int:
     out = subprocess.run(
         ["git", "log", "-1", "--format=%ct", "--", str(path)], cwd=ROOT, capture_output=True, text=True
@@ -211,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", default="h200", help="the store rows the rule is fitted on")
     parser.add_argument("--timed-on", help="without RUN files: this GPU's runs in docs/runs (default --gpu)")
     parser.add_argument("--out", type=Path, help="write the per-group table here (parquet)")
+    parser.add_argument(
+        "--per-layout", action="store_true", help="also print the per-layout table (Markdown)"
+    )
     args = parser.parse_args(argv)
     runs = args.runs or recorded_runs(args.timed_on or args.gpu)
     groups = [g for path in runs for g in timed_groups(pd.read_parquet(path), path.name)]
@@ -221,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         table.to_parquet(args.out, index=False)
     print(summary(table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.per_layout:
+        print()
+        print(markdown(per_layout(table, groups)))
     return 0
 
 

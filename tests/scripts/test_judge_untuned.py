@@ -113,3 +113,21 @@ def test_the_runs_read_by_default_are_those_timed_on_the_gpu_named(tmp_path) -> 
         (tmp_path / f"{name}.parquet").write_bytes(b"")
     found = [p.name for p in judge.recorded_runs("h100", tmp_path)]
     assert found == ["h100_untuned_holdout_a.parquet", "h100_untuned_holdout_b.parquet"]
+
+
+def test_the_per_layout_table_gives_each_choices_worst_and_the_runs_copy_and_kernel1_ratios() -> None:
+    judge = load_script("scripts/judge_untuned.py")
+    store = _store()
+    picks = judge.chosen(store, judge.timed_groups(_run({}), "probe"), "g")[("repkv_backward", HELD, "bf16")]
+    slow = _run({picks["best"][0]: 0.11}).assign(copy_ms=0.125, kernel1_ms=0.4)
+    fast = _run({picks["best"][0]: 0.101}).assign(B=4, copy_ms=0.1, kernel1_ms=0.3)
+    groups = judge.timed_groups(slow, "a") + judge.timed_groups(fast, "b")
+    table = judge.per_layout(judge.judge(groups, judge.chosen(store, groups, "g")), groups)
+    (row,) = table.to_dict("records")
+    assert row["layout"] == "40/8/128" and row["model"] == "qwen2.5-14b" and row["groups"] == 2
+    assert math.isclose(row["best"], 1.1) and math.isnan(row["race_refined"])
+    assert math.isclose(row["tuned_vs_copy_min"], 0.8) and math.isclose(row["tuned_vs_copy_max"], 1.0)
+    assert math.isclose(row["kernel1_vs_tuned_min"], 3.0)
+    text = judge.markdown(table)
+    assert text.splitlines()[0].startswith("| op | layout | model | groups | best |")
+    assert "| 1.100 |" in text and "| - |" in text
