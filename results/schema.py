@@ -70,6 +70,10 @@ def check_gpu_label(label: object) -> str:
 SHAPE_COLUMNS = ("B", "T", "NH", "NH_KV", "HD")
 # The columns that identify one measured answer: what changes the kernel's time.
 GROUP_COLUMNS = ("gpu", "op", *SHAPE_COLUMNS, "dtype")
+# The columns that identify one trial row: who measured what, and when. Two rows that share
+# them are one trial read twice (a file copied, a run merged into a directory that already had
+# it, a copy another tool rewrote with a column more or less), whatever their other values.
+ROW_IDENTITY = (*GROUP_COLUMNS, "l2", "config_key", "run_id", "study", "trial", "host", "timestamp")
 
 TRIAL_SCHEMA = pa.schema(
     [

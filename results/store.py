@@ -33,7 +33,7 @@ from results.listing import list_results, resolved
 from results.listing import missing_directories as missing_directories  # the listing's, re-exported
 from results.listing import result_files as result_files
 from results.listing import results_files_of as results_files_of
-from results.schema import GROUP_COLUMNS, SCHEMA_VERSION, TRIAL_SCHEMA
+from results.schema import ROW_IDENTITY, SCHEMA_VERSION, TRIAL_SCHEMA
 from results.validate import MAX_BANDWIDTH as MAX_BANDWIDTH  # where readers have found it
 from results.validate import validate_table
 from results.writing import RUN_ID_PATTERN as RUN_ID_PATTERN  # the writers', re-exported
@@ -240,29 +240,20 @@ def concat_tables(tables: Iterable[pa.Table]) -> pa.Table:
 
 
 def distinct_rows(table: pa.Table) -> tuple[pa.Table, int]:
-    """`table` with each row once (its first copy kept, the order kept), and how many copies
-    were left out: the same trial in two files (a file copied, a run merged into a directory
-    that already had it) is one trial. Every reader that gathers files goes through here."""
+    """`table` with each trial once (its first row kept, the order kept), and how many rows
+    were left out: rows that share `ROW_IDENTITY` are one trial read twice. Every reader that
+    gathers files goes through here, and `tuner merge` adds a row only where its identity is
+    new."""
     n = table.num_rows
     if n < 2:
         return table, 0
-    numbered = table.append_column("_row", pa.array(np.arange(n)))
-    # Rows that share who measured what, and when, are compared whole; the rest are distinct.
-    key = ["run_id", "trial", "timestamp", "config_key", *GROUP_COLUMNS]
-    groups = numbered.group_by(key, use_threads=False).aggregate([("_row", "list")])
-    if groups.num_rows == n:
+    numbered = table.select(list(ROW_IDENTITY)).append_column("_row", pa.array(np.arange(n)))
+    first = numbered.group_by(list(ROW_IDENTITY), use_threads=False).aggregate([("_row", "min")])
+    if first.num_rows == n:
         return table, 0
-    lists = groups.column("_row_list")
-    shared = pc.greater(pc.list_value_length(lists), 1)
-    suspects = np.sort(pc.list_flatten(lists.filter(shared)).to_numpy())
-    same = numbered.take(pa.array(suspects)).group_by(table.column_names, use_threads=False)
-    first = same.aggregate([("_row", "min")]).column("_row_min").to_numpy()
-    keep = np.ones(n, dtype=bool)
-    keep[suspects] = False
-    keep[first] = True
-    if keep.all():
-        return table, 0
-    return table.filter(pa.array(keep)), int(n - keep.sum())
+    keep = np.zeros(n, dtype=bool)
+    keep[first.column("_row_min").to_numpy()] = True
+    return table.filter(pa.array(keep)), int(n - first.num_rows)
 
 
 def load_table(

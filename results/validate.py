@@ -86,17 +86,20 @@ class _Dropper:
             self.bad |= new
 
 
-def required_columns_set(table: pa.Table) -> tuple[np.ndarray, dict[str, int]]:
-    """Per row, whether every required column is set (NON_EMPTY_COLUMNS non-empty), and how
-    many rows each unset column fails: what a row needs to be written under TRIAL_SCHEMA.
-    A NaN in a required float column counts as unset: written again through pandas it is a
-    null, which the schema refuses."""
+def writable_rows(table: pa.Table) -> tuple[np.ndarray, dict[str, int]]:
+    """Per row, whether `tuner merge` may copy it, and how many rows each reason fails: every
+    required column set (NON_EMPTY_COLUMNS non-empty; a NaN in a required float column counts
+    as unset, since written again through pandas it is a null, which the schema refuses), and
+    numbers no reader accepts left out (`_check_numbers`: a valid shape, an ok row's time finite,
+    positive and above the bandwidth floor). Names (op, family, schema version) are left to the
+    reader, which may be newer than the merging code."""
     drop = _Dropper(table.num_rows)
     _check_required(table, drop)
     for name in REQUIRED_COLUMNS:
         column = table.column(name)
         if pa.types.is_floating(column.type):
             drop(_mask(pc.is_nan(column)), f"{name} is NaN")
+    _check_numbers(table, drop)
     return ~drop.bad, drop.reasons
 
 

@@ -56,11 +56,17 @@ def test_a_file_copied_byte_for_byte_and_a_row_written_twice_count_once(tmp_path
     assert frame.equals(frame.drop_duplicates())
 
 
-def test_rows_that_differ_in_any_value_are_kept(tmp_path: Path) -> None:
+def test_rows_of_another_identity_are_kept_and_a_trial_rewritten_counts_once(tmp_path: Path) -> None:
+    """A row is who measured what, and when (ROW_IDENTITY): another host is another trial; the
+    same trial written again with other values (a tool that rewrote it, a column dropped) is the
+    first row read twice."""
     row = trial("h100", S1, "bf16", "vec", VEC16, 0.11, number=20)
-    write_unchecked([row, {**row, "time_ms": 0.12}, {**row, "host": "other"}], tmp_path, "close")
+    rewritten = {**row, "time_ms": 0.12, "driver_version": None}
+    write_unchecked([row, {**row, "host": "other"}, rewritten], tmp_path, "close")
     frame, report = load_results(tmp_path)
-    assert len(frame) == 3 and report.duplicate_rows == 0
+    assert len(frame) == 2 and report.duplicate_rows == 1
+    assert frame["time_ms"].tolist() == [0.11, 0.11]
+    assert sorted(frame["host"]) == sorted([row["host"], "other"])
 
 
 @pytest.mark.parametrize("copies", [1, 3])

@@ -273,3 +273,23 @@ def test_chromium_is_the_system_one() -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"no Chromium at {CHROMIUM}")
     assert shutil.which("chromium") is not None
+
+
+@pytest.mark.parametrize("path", ["/docs", "/redoc"])
+def test_the_api_pages_render_and_ask_nothing_of_another_host(tab, live_server: str, path: str) -> None:
+    """Offline, ReDoc's logo request to its CDN failed with a console error."""
+    page, errors = tab
+    elsewhere: list[str] = []
+
+    def note(request) -> None:
+        if not request.url.startswith((live_server, "data:", f"blob:{live_server}")):
+            elsewhere.append(request.url)
+
+    page.on("request", note)
+    try:
+        page, errors = open_page(tab, live_server + path, charts=0)
+        page.wait_for_selector(".swagger-ui .info, .api-info", timeout=30_000)
+        assert "/best" in page.content()
+    finally:
+        page.remove_listener("request", note)
+    assert not elsewhere and not errors, (elsewhere, errors)

@@ -133,3 +133,32 @@ def test_merge_reads_bundled_as_the_bundled_results(tmp_path: Path, capsys, monk
     assert main(["merge", "bundled", "-o", str(out)]) == 0
     assert capsys.readouterr().out.startswith(f"5 rows added to {out}")
     assert (out / "h200" / "run-a.parquet").is_file()
+
+
+def test_merge_leaves_out_rows_no_reader_would_use(tmp_path: Path, capsys) -> None:
+    """A negative time, or a time below what the bytes take at the bandwidth bound, was copied
+    and then dropped by every reader of the merged directory."""
+    a, out = tmp_path / "a", tmp_path / "out"
+    rows = _rows("run-a", 5)
+    rows[0]["time_ms"], rows[2]["time_ms"] = -1.0, 1e-9
+    write_unchecked(rows, a / "h200", "run-a")
+    assert main(["merge", str(a), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "3 rows added" in captured.out
+    (line,) = captured.err.strip().splitlines()
+    assert "run-a.parquet: 2 rows left out (status ok but time_ms is not a finite positive number" in line
+    assert "time_ms is below what the shape's bytes take" in line
+    frame, report = load_results(out)
+    assert len(frame) == 3 and not report.dropped
+
+
+def test_a_copy_another_tool_rewrote_is_already_there_for_merge_and_readers_alike(tmp_path: Path) -> None:
+    a, out = tmp_path / "a", tmp_path / "out"
+    write_table(_rows("run-a", 5), a / "h200", "run-a")
+    path = write_table(_rows("run-a", 5), a / "h200", "run-a-copy")
+    table = pq.read_table(path)
+    pq.write_table(table.drop_columns(["driver_version"]), path)  # an optional column fewer
+    report = merge([a], out)
+    assert report.rows_added == 5 and report.rows_present == 5
+    frame, loaded = load_results(a)
+    assert len(frame) == 5 and loaded.duplicate_rows == 5

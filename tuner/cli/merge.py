@@ -2,16 +2,17 @@
 
 Fleet workers on hosts without a shared filesystem each write their own results directory;
 merging gathers them (the service can also read several directories as they are). Every
-trial row of the sources lands in OUT once: a row is identified by who measured it and when
-(`ROW_KEY`), so merging the same directory twice, or a directory that already holds an
-earlier merge, adds nothing. Each source file is written under its own name
-(`<gpu>/<run_id>.parquet`); where OUT already has a file of that name (an earlier merge of a
-run that has grown since), the new rows are added to it. A source that is one GPU's
-directory (`R/h200`) has its files written under that GPU's name all the same
-(`OUT/h200/<run_id>.parquet`). Every write is atomic (temporary
-name, then rename), so a service reading OUT meanwhile never sees half a file. Unreadable
-source files are skipped and reported, and so are rows that lack a value the trial row
-requires (a null time_ms: the service drops them too); the sources are never changed.
+trial row of the sources lands in OUT once: a row is identified by who measured what, and
+when (`results.schema.ROW_IDENTITY`, as every reader de-duplicates), so merging the same
+directory twice, or a directory that already holds an earlier merge, adds nothing. Each
+source file is written under its own name (`<gpu>/<run_id>.parquet`); where OUT already has a
+file of that name (an earlier merge of a run that has grown since), the new rows are added to
+it. A source that is one GPU's directory (`R/h200`) has its files written under that GPU's
+name all the same (`OUT/h200/<run_id>.parquet`). Every write is atomic (temporary name, then
+rename), so a service reading OUT meanwhile never sees half a file. Unreadable source files
+are skipped and reported, and so are rows no reader would use: a required value unset (a null
+time_ms) or a number out of bounds (a negative time, an invalid shape;
+`results.validate.writable_rows`); the sources are never changed.
 """
 
 from __future__ import annotations
@@ -23,21 +24,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from results.schema import SHAPE_COLUMNS
+from results.schema import ROW_IDENTITY
 from results.store import CorruptResults, clean_stale_temporaries, read_table, result_files, write_table
-from results.validate import required_columns_set
-
-ROW_KEY = (
-    "gpu",
-    *SHAPE_COLUMNS,
-    "dtype",
-    "config_key",
-    "run_id",
-    "study",
-    "trial",
-    "host",
-    "timestamp",
-)
+from results.validate import writable_rows
 
 
 @dataclass
@@ -50,8 +39,8 @@ class MergeReport:
 
 
 def row_ids(frame: pd.DataFrame) -> pd.Series:
-    columns = [c for c in ROW_KEY if c in frame.columns]
-    return pd.util.hash_pandas_object(frame[columns].astype(str), index=False)
+    """Each row's identity (`ROW_IDENTITY`, the rule every reader de-duplicates by), hashed."""
+    return pd.util.hash_pandas_object(frame[list(ROW_IDENTITY)].astype(str), index=False)
 
 
 def _read(path: Path, report: MergeReport) -> pd.DataFrame | None:
@@ -62,7 +51,7 @@ def _read(path: Path, report: MergeReport) -> pd.DataFrame | None:
     except CorruptResults as exc:
         report.skipped[str(path)] = str(exc)
         return None
-    whole, reasons = required_columns_set(table)
+    whole, reasons = writable_rows(table)
     if reasons:
         report.dropped[str(path)] = reasons
         table = table.filter(pa.array(whole))

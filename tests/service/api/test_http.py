@@ -82,6 +82,16 @@ def test_documentation_pages_need_no_internet(client: TestClient, page: str) -> 
     assert client.get("/openapi.json").json()["openapi"].startswith("3.1")
 
 
+def test_the_redoc_bundle_served_fetches_nothing_from_a_cdn(client: TestClient) -> None:
+    """ReDoc's bundle loads its logo from cdn.redoc.ly: offline, a failed request and a console
+    error on /redoc."""
+    from service.api.routes.docs import ASSETS_DIR, REDOC_LOGO
+
+    assert REDOC_LOGO in (ASSETS_DIR / "redoc.standalone.js").read_bytes()  # what is replaced is there
+    served = client.get("/static/docs/redoc.standalone.js").content
+    assert b"cdn.redoc.ly" not in served and b"data:image/gif;base64," in served
+
+
 def test_the_api_description_names_every_op_it_serves(client: TestClient) -> None:
     description = client.get("/openapi.json").json()["info"]["description"]
     for op in variants.OPS:
