@@ -104,6 +104,21 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
+def supported_archs() -> tuple[int, ...]:
+    """The compute capabilities this NVRTC compiles for (75, 80, ..., as 10 * major + minor)."""
+    return tuple(_check(_nvrtc().nvrtcGetSupportedArchs(), "supported architectures"))
+
+
+def unsupported_arch(arch: str) -> str | None:
+    """Why NVRTC cannot compile for `arch` (sm_90, compute_90a, ...), or None if it can."""
+    number = int(re.sub(r"\D", "", arch))
+    supported = supported_archs()
+    if number in supported:
+        return None
+    targets = ", ".join(f"sm_{a}" for a in supported)
+    return f"NVRTC {nvrtc_version()} does not compile for {arch} (it does for: {targets})"
+
+
 @cache
 def toolchain() -> str:
     """What, besides the program, decides NVRTC's output: its version, and the contents of its

@@ -76,6 +76,7 @@ def test_the_wheel_holds_every_package_and_the_data_they_read(install: Install) 
     assert "repkv-tune = tuner.__main__:main" in entry_points
     assert "repkv-serve = service.cli:main" in entry_points
     metadata = zipfile.ZipFile(install.wheel).read(f"{dist_info}/METADATA").decode()
+    assert "License-Expression: MIT" in metadata and f"{dist_info}/licenses/LICENSE" in names
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     for name in ("optuna", "scipy"):
         (line,) = [r for r in requires if r.split()[1].startswith(name)]

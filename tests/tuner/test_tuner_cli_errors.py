@@ -429,6 +429,32 @@ def test_export_to_a_path_under_a_file_says_so_before_reading_results(tmp_path: 
     assert err == [expected], err
 
 
+@pytest.mark.parametrize("arch", ["sm_999", "sm_70"])  # sm_70: dropped in CUDA 13
+def test_check_for_a_target_nvrtc_does_not_know_is_one_line_before_compiling(
+    arch: str, monkeypatch, capsys
+) -> None:
+    """check --arch sm_999 compiled 60,024 kernels, each 'FAILED ... invalid value for
+    --gpu-architecture', and kept the failures in the report cache."""
+    nvrtc = pytest.importorskip("variants.nvrtc")
+    try:
+        supported = nvrtc.supported_archs()
+    except nvrtc.NvrtcUnavailable as exc:  # pragma: no cover - CI installs the nvrtc extra
+        pytest.skip(str(exc))
+    if int(arch[3:]) in supported:  # pragma: no cover - an NVRTC older than CUDA 13
+        pytest.skip(f"this NVRTC compiles for {arch}")
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("compiled for a target NVRTC does not know")
+
+    monkeypatch.setattr(nvrtc, "compile_all", no_compiling)
+    argv = ["check", "--shape", SMALL, "--family", "naive", "--arch", f"sm_90,{arch}", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    said = f"error: NVRTC {nvrtc.nvrtc_version()} does not compile for {arch}"
+    assert len(err) == 1 and err[0].startswith(said), err
+    assert "sm_90" in err[0]
+
+
 def test_check_without_nvrtc_says_so_on_standard_error(monkeypatch, capsys) -> None:
     """The 'offline compilation needs cuda-bindings and NVRTC' line went to standard output."""
     import variants.nvrtc
@@ -509,3 +535,19 @@ def test_save_reports_killed_mid_write_leaves_the_earlier_file(tmp_path: Path, m
         save_reports([], "sm_90", path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["reports.parquet"]
     assert ReportCache.read_file(path) == {"earlier": {"ok": True}}
+
+
+@pytest.mark.parametrize("command", [["best", "--gpu", "h200"], ["export", "--gpu", "h200"]])
+def test_a_results_dir_variable_naming_a_file_is_one_line(
+    command: list[str], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """best read the file as a results directory and titled its table 'Winners in <the file>'."""
+    a_file = tmp_path / "readme.txt"
+    a_file.write_text("not a directory")
+    monkeypatch.setenv("REPKV_RESULTS_DIR", str(a_file))
+    argv = [*command, "-o", str(tmp_path / "out.cuh")] if command[0] == "export" else command
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [f"error: REPKV_RESULTS_DIR: {a_file} is not a directory"]
+    assert not (tmp_path / "out.cuh").exists()

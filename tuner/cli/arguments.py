@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -52,10 +53,14 @@ class UsageError(RepkvTuneError):
 def results_to_read(results: Path | None, *, bundled: bool) -> list[Path]:
     """The directories `best` and `export` read: `--results DIR` alone, else the user's
     directory and the bundled results (`results.store.read_dirs`). A DIR that does not exist
-    is a usage error (a typo, not an empty store), and so is a file."""
-    from results.store import read_dirs
+    is a usage error (a typo, not an empty store), and so is a file, given or named by
+    $REPKV_RESULTS_DIR (as the service refuses it)."""
+    from results.store import read_dirs, user_results_dir
 
     if results is None:
+        user = user_results_dir()
+        if os.environ.get("REPKV_RESULTS_DIR") and user.exists() and not user.is_dir():
+            raise UsageError(f"REPKV_RESULTS_DIR: {user} is not a directory")
         return read_dirs(bundled=bundled)
     if not results.is_dir():
         why = "not a directory" if results.exists() else "no such directory"

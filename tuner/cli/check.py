@@ -68,7 +68,7 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
     """The check of the parsed arguments; a bad one raises UsageError. `progress`: a bar on
     standard error per architecture."""
     from tuner.cli.report import CounterBar
-    from variants.nvrtc import NvrtcUnavailable, compile_all, nvrtc_version
+    from variants.nvrtc import NvrtcUnavailable, compile_all, nvrtc_version, unsupported_arch
 
     archs = parse_archs(args.arch, DEFAULT_ARCHS)
     shapes = parse_shape_values(args.shape) or list(CHECK_SHAPES)
@@ -105,8 +105,11 @@ def main_check(args: argparse.Namespace, progress: bool = False) -> int:
         check_reports_file(reports_file)
     try:
         version = nvrtc_version()
+        refused = [why for why in map(unsupported_arch, archs) if why]
     except NvrtcUnavailable as exc:  # one line on standard error, exit 2, as every usage error
         raise UsageError(str(exc)) from None
+    if refused:  # else every kernel fails, and the failures would fill the report cache
+        raise UsageError(refused[0])
     pairs = [(family, e) for (_, family, _), exprs in work.items() for e in exprs]
     kernels = len({e for _, e in pairs})
     print(
