@@ -41,9 +41,11 @@ def test_merge_command_reports_and_flags_unreadable_files(tmp_path: Path, capsys
     a, out = tmp_path / "a", tmp_path / "out"
     write_table(_rows("run-a", 4), a / "h200", "run-a")
     (a / "h200" / "broken.parquet").write_bytes(b"not parquet")
+    (a / "h200" / "dangling.parquet").symlink_to(tmp_path / "gone.parquet")
     assert main(["merge", str(a), "-o", str(out)]) == 1
     captured = capsys.readouterr()
     assert "4 rows added" in captured.out and "broken.parquet" in captured.err
+    assert "dangling.parquet: a symbolic link to nothing" in captured.err
     assert main(["merge", str(tmp_path / "none"), "-o", str(out)]) == 2
 
 

@@ -24,8 +24,15 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
+from results.listing import list_results
 from results.schema import ROW_IDENTITY
-from results.store import CorruptResults, clean_stale_temporaries, read_table, result_files, write_table
+from results.store import (
+    CorruptResults,
+    clean_stale_temporaries,
+    read_table,
+    result_files,
+    write_table,
+)
 from results.validate import writable_rows
 
 
@@ -87,7 +94,9 @@ def merge(sources: list[Path], target: Path) -> MergeReport:
         if source.resolve() == resolved_target:  # its rows are all there already
             report.rows_present += sum(len(frame) for frame in existing.values())
             continue
-        for path in result_files(source):
+        listing = list_results(source)
+        report.skipped.update(listing.skipped)  # a dangling link, a directory named *.parquet, ...
+        for path in listing.files:
             frame = _read(path, report)
             if frame is None:
                 continue
