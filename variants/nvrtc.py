@@ -2,21 +2,16 @@
 
 Many template instantiations go into one NVRTC program (its name expressions); `compile_all`
 compiles each distinct (source, options, expression) once, in programs spread over worker
-processes, one per core. For every kernel it reads ptxas' resource report (registers, stack
-frame, spills), and on request keeps the PTX so tests can read the instructions.
+processes, one per core (`variants.process_pool`). For every kernel it reads ptxas' resource
+report (registers, stack frame, spills), and on request keeps the PTX so tests can read the
+instructions.
 """
 
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
-import os
 import re
-import signal
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -24,6 +19,7 @@ from pathlib import Path
 from variants.compile_cache import ReportCache, default_cache
 from variants.errors import RepkvTuneError
 from variants.family import Family
+from variants.process_pool import in_processes, usable_cores
 
 # The most name expressions in one NVRTC program: the header is parsed once per program (about
 # 60 ms of CPU), each kernel then costs 30-100 ms, so 32 spends under 5% on headers while the
@@ -269,11 +265,6 @@ def report_keys(work: Iterable[tuple[Family, str]], arch: str) -> list[str]:
     return keys
 
 
-def default_workers() -> int:
-    """The cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def compile_all(
     work: Iterable[tuple[Family, str]],
     arch: str = "sm_90",
@@ -318,7 +309,7 @@ def compile_all(
             if missing:
                 todo.append(replace(program, expressions=missing))
 
-    for program, compiled in _run(todo, arch, keep_ptx, workers or default_workers()):
+    for program, compiled in _run(todo, arch, keep_ptx, workers or usable_cores()):
         for report in compiled:
             reports[program.source, program.options, report.expression] = report
         if store is not None:
@@ -343,49 +334,10 @@ def cached_fields(report: KernelReport) -> dict[str, object]:
 def _run(
     programs: list[Program], arch: str, keep_ptx: bool, workers: int
 ) -> Iterator[tuple[Program, list[KernelReport]]]:
-    """(program, its reports) as each is compiled: here for one program or one worker, else in a
-    pool of processes, spawned (the caller may run threads, as a progress bar does), so a
-    script that calls this must guard its own start with `if __name__ == "__main__":`."""
+    """(program, its reports) as each is compiled, over `workers` processes
+    (`variants.process_pool.in_processes`)."""
     jobs = [(program, arch, keep_ptx) for program in programs]
-    if workers <= 1 or len(jobs) <= 1:
-        yield from map(_compile_job, jobs)
-        return
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context, initializer=_worker_start)
-    try:
-        for future in as_completed([pool.submit(_compile_job, job) for job in jobs]):
-            yield future.result()
-    except BaseException:
-        _stop(pool)  # Ctrl-C or an error here: the workers stop now, not after their programs
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
-    if terminate is not None:
-        terminate()
-        return
-    processes = list((getattr(pool, "_processes", None) or {}).values())  # before shutdown drops it
-    for process in processes:
-        process.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _worker_start() -> None:
-    """A worker leaves Ctrl-C to its parent, which stops the pool, and ends when its parent
-    does, however that ends (a worker would otherwise wait for work forever)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-    _nvrtc()
+    return in_processes(_compile_job, jobs, workers, warm=_nvrtc)
 
 
 def _compile_job(job: tuple[Program, str, bool]) -> tuple[Program, list[KernelReport]]:
