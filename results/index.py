@@ -21,6 +21,7 @@ import pyarrow as pa
 
 import variants
 from results.best import baseline_times, in_l2_state, ranked
+from results.bounded_cache import CHOICE_CACHE_SIZE, BoundedCache
 from results.cells import finite_or_none, int_or_none, json_object_or_none, str_or_none, timestamp_or_none
 from results.schema import GROUP_COLUMNS, L2_COLD, Status, check_l2, hold_or_zero, rows_of_op, with_op
 from results.store import LoadReport
@@ -130,24 +131,6 @@ class GpuSummary:
     tuned: int  # (shape, dtype) pairs with at least one correct configuration
     dtypes: tuple[str, ...]
     last_measured: datetime | None
-
-
-CHOICE_CACHE_SIZE = 65536
-
-
-class BoundedCache(dict):
-    """A dict that empties itself when full: answers are cheap to recompute, and a flood of
-    distinct requests must not grow memory without bound."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def put(self, key: Any, value: Any) -> Any:
-        if len(self) >= self.size:
-            self.clear()
-        self[key] = value
-        return value
 
 
 @dataclass(frozen=True, eq=False)

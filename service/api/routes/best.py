@@ -9,7 +9,8 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 import variants
-from results.index import CHOICE_CACHE_SIZE, BoundedCache, StoreIndex
+from results.bounded_cache import CHOICE_CACHE_SIZE, BoundedCache
+from results.index import StoreIndex
 from results.leave_one_out import TierQuality, rule_quality
 from results.peaks import frac_peak
 from results.schema import L2_COLD
