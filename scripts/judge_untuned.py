@@ -85,19 +85,18 @@ def timed_groups(frame: pd.DataFrame, run: str) -> list[Timed]:
                 times[row[column]] = ms
         shape = Shape(*(int(row[k]) for k in ("B", "T", "NH", "NH_KV", "HD")))
         raced = row["raced"] if isinstance(row.get("raced"), str) else None
-        refined = refined_ratio(row)
         found.append(
             Timed(
-                run,
-                row["op"],
-                shape,
-                row["dtype"],
-                row["tuned_ms"],
-                times,
-                raced,
-                refined,
-                _number(row.get("copy_ms")),
-                _number(row.get("kernel1_ms")),
+                run=run,
+                op=row["op"],
+                shape=shape,
+                dtype=row["dtype"],
+                tuned_ms=row["tuned_ms"],
+                times=times,
+                raced=raced,
+                refined=refined_ratio(row),
+                copy_ms=_number(row.get("copy_ms")),
+                kernel1_ms=_number(row.get("kernel1_ms")),
             )
         )
     return found

@@ -100,6 +100,7 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
+@cache
 def supported_archs() -> tuple[int, ...]:
     """The compute capabilities this NVRTC compiles for (75, 80, ..., as 10 * major + minor)."""
     return tuple(_check(_nvrtc().nvrtcGetSupportedArchs(), "supported architectures"))

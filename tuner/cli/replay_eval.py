@@ -23,6 +23,7 @@ from tuner.cli.arguments import (
 from tuner.cli.defaults import AHEAD, DEFAULT_SAMPLERS
 from tuner.run.gpus import gpu_label_argument
 from tuner.runners.replay import bundled_note, no_rows, recording_dir
+from variants.process_pool import usable_cores
 
 PROGRESS_EVERY_S = 15.0  # between two progress lines
 
@@ -92,7 +93,7 @@ def run_replay_eval(args: argparse.Namespace) -> int:
                 args.seeds,
                 args.tolerance,
                 args.max_trials,
-                args.jobs or replay_eval.cores(),
+                args.jobs or usable_cores(),
                 on_done,
                 ahead=args.ahead,
             )

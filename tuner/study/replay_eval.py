@@ -16,7 +16,6 @@ import dataclasses
 import logging
 import math
 import multiprocessing
-import os
 import statistics
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -217,11 +216,6 @@ def batches(runs: list[Run], jobs: int) -> list[list[Run]]:
     processes finish together."""
     size = max(1, math.ceil(len(runs) / (4 * jobs)))
     return [runs[i : i + size] for i in range(0, len(runs), size)]
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def evaluate(

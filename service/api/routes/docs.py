@@ -29,6 +29,7 @@ ASSETS = {
     "favicon.png": "image/png",
 }
 ASSETS_URL = "/static/docs"
+OAUTH2_REDIRECT_URL = "/docs/oauth2-redirect"
 CACHE = {"Cache-Control": "public, max-age=86400"}
 REDOC_LOGO = b'src:"https://cdn.redoc.ly/redoc/logo-mini.svg"'
 BLANK_IMAGE = b'src:"data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7"'
@@ -38,9 +39,6 @@ BLANK_IMAGE = b'src:"data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAAL
 def offline_redoc() -> bytes:
     """ReDoc's bundle with its one request to a CDN, for its logo, made a blank inline image."""
     return (ASSETS_DIR / "redoc.standalone.js").read_bytes().replace(REDOC_LOGO, BLANK_IMAGE)
-
-
-OAUTH2_REDIRECT_URL = "/docs/oauth2-redirect"
 
 
 def _root(request: Request) -> str:
