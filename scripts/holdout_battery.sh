@@ -18,6 +18,8 @@
 #                 one-parameter neighbours timed after the race (a local search's first step)
 #   refine_rest_a, refine_rest_b, refine_rest_c
 #                 the same at the GQA and MHA presets, in three parts of one call's length each
+#   OP@GROUP      any op with --refine at one layout group (mqa, rest_a, rest_b, rest_c), e.g.
+#                 repkv_forward@mqa, under a 200 s limit
 set -u
 dir=${1:?usage: scripts/holdout_battery.sh DIR [PART...]}
 shift
@@ -44,6 +46,9 @@ for part in "${parts[@]}"; do
     refine_rest_b) timeout 200 "${untuned[@]}" --op repkv_backward --layouts $rest_b --refine --out "$out" ;;
     refine_rest_c) timeout 150 "${untuned[@]}" --op repkv_backward --layouts $rest_c --refine --out "$out" ;;
     fwd_rest) timeout 120 "${untuned[@]}" --op repkv_forward --layouts $rest --out "$out" ;;
+    *@mqa|*@rest_a|*@rest_b|*@rest_c)
+      group=${part#*@}
+      timeout 200 "${untuned[@]}" --op "${part%@*}" --layouts "${!group}" --refine --out "$out" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac > >(tee "$out/log.txt") 2>&1
   echo "exit $?" >> "$out/log.txt"
