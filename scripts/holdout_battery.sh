@@ -14,12 +14,11 @@
 #   bf16_probe    scripts/probes/probe_bf16_unpack.py for repkv_rope_backward
 #   fwd_rest      repkv_forward at the nine GQA and MHA presets
 # and, named only (not in the default order, which fits one 10-minute call):
-#   refine_mqa    repkv_backward at the MQA presets with --refine: the raced configuration's
-#                 one-parameter neighbours timed after the race (a local search's first step)
-#   refine_rest_a, refine_rest_b, refine_rest_c
-#                 the same at the GQA and MHA presets, in three parts of one call's length each
-#   OP@GROUP      any op with --refine at one layout group (mqa, rest_a, rest_b, rest_c), e.g.
-#                 repkv_forward@mqa, under a 200 s limit
+#   OP@GROUP      OP with --refine at one layout group (mqa, rest_a, rest_b, rest_c), e.g.
+#                 repkv_forward@mqa, under a 200 s limit: the raced configuration's one-parameter
+#                 neighbours timed after the race (a local search's first step)
+#   refine_mqa, refine_rest_a, refine_rest_b, refine_rest_c
+#                 repkv_backward@mqa, @rest_a, @rest_b, @rest_c (the names of the first such runs)
 set -u
 dir=${1:?usage: scripts/holdout_battery.sh DIR [PART...]}
 shift
@@ -36,19 +35,17 @@ for part in "${parts[@]}"; do
   out=$dir/$part
   mkdir -p "$out"
   echo "=== $part $(date -u +%T)"
-  case $part in
+  step=$part
+  [[ $part == refine_* ]] && step=repkv_backward@${part#refine_}
+  case $step in
     bwd_mqa) timeout 140 "${untuned[@]}" --op repkv_backward --layouts $mqa --explore 14 --out "$out" ;;
     rope_bwd_mqa) timeout 130 "${untuned[@]}" --op repkv_rope_backward --layouts $mqa --explore 14 --out "$out" ;;
     bwd_rest) timeout 150 "${untuned[@]}" --op repkv_backward --layouts $rest --out "$out" ;;
     bf16_probe) timeout 50 python3 scripts/probes/probe_bf16_unpack.py --op repkv_rope_backward --out "$out" ;;
-    refine_mqa) timeout 200 "${untuned[@]}" --op repkv_backward --layouts $mqa --refine --out "$out" ;;
-    refine_rest_a) timeout 200 "${untuned[@]}" --op repkv_backward --layouts $rest_a --refine --out "$out" ;;
-    refine_rest_b) timeout 200 "${untuned[@]}" --op repkv_backward --layouts $rest_b --refine --out "$out" ;;
-    refine_rest_c) timeout 150 "${untuned[@]}" --op repkv_backward --layouts $rest_c --refine --out "$out" ;;
     fwd_rest) timeout 120 "${untuned[@]}" --op repkv_forward --layouts $rest --out "$out" ;;
     *@mqa|*@rest_a|*@rest_b|*@rest_c)
-      group=${part#*@}
-      timeout 200 "${untuned[@]}" --op "${part%@*}" --layouts "${!group}" --refine --out "$out" ;;
+      group=${step#*@}
+      timeout 200 "${untuned[@]}" --op "${step%@*}" --layouts "${!group}" --refine --out "$out" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac > >(tee "$out/log.txt") 2>&1
   echo "exit $?" >> "$out/log.txt"

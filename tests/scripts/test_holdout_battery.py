@@ -38,3 +38,12 @@ def test_an_unknown_part_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "unknown part repkv_forward@nowhere" in done.stdout  # the part's output goes to its log too
     assert not (tmp_path / "calls").exists()
+
+
+def test_the_refine_parts_are_the_backward_op_at_their_group(tmp_path: Path) -> None:
+    done = _run(tmp_path, "refine_rest_c", "refine_mqa")
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert "--op repkv_backward --layouts mistral-large-2,falcon-180b --refine" in calls[0]
+    assert f"--out {tmp_path}/out/refine_rest_c" in calls[0]
+    assert "--op repkv_backward --layouts starcoder,santacoder,gemma-2b,falcon-7b --refine" in calls[1]
